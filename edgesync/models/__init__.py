@@ -1,0 +1,26 @@
+"""Models by name: `build_model("cnn" | "resnet18", num_classes, in_channels)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from edgesync.models.cnn import SmallCNN
+from edgesync.models.resnet import resnet18_small
+
+_BUILDERS: dict[str, Callable[[int, int], nn.Module]] = {
+    "cnn": lambda num_classes, in_channels: SmallCNN(num_classes=num_classes, in_channels=in_channels),
+    "resnet18": lambda num_classes, in_channels: resnet18_small(num_classes=num_classes, in_channels=in_channels),
+}
+MODEL_NAMES = tuple(_BUILDERS)
+
+
+def build_model(name: str, num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """A freshly initialized model (seed torch beforehand for reproducible weights)."""
+    if name not in _BUILDERS:
+        raise ValueError(f"unknown model {name!r}; known names: {', '.join(MODEL_NAMES)}")
+    return _BUILDERS[name](num_classes, in_channels)
+
+
+__all__ = ["MODEL_NAMES", "SmallCNN", "build_model", "resnet18_small"]

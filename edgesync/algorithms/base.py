@@ -1,0 +1,138 @@
+"""The algorithm contract: a server half, a client half and a typed config, registered by name.
+
+An algorithm is pure logic over flat float32 tensors. It never knows which runtime moves its messages
+(live ZeroMQ, the simulator, Flower), nor that a client is throttled or its link is slow.
+
+- The **server half** lives in the coordinator. `start()` says what to send first; `on_update()` is
+  called for every update that arrives and says what to send, to whom. Barriers and staleness
+  policies are the server half's business: it simply sends nothing until it is ready.
+- The **client half** lives in each client. `on_instruction()` gets an instruction (a model or a
+  model difference plus metadata), runs local computation through a `Trainer`, returns an update.
+  Its state persists between instructions and is exposed by `state_dict()` so runtimes that restart
+  client processes (Flower) can keep it.
+
+Two rules keep zero-copy transport safe: tensors received from a runtime may be read-only views of
+network buffers (clone before changing them), and a tensor handed to the runtime in a `Send` is never
+changed afterwards (update the global model out of place: `self.params = self.params - lr * g`).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from edgesync.trainer import Trainer
+
+
+class AlgorithmConfig(BaseModel):
+    """Hyper-parameters every algorithm has. Subclasses add their own and fix `name` to a Literal."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    label: str | None = Field(None, description="key of this entry in results; default: the name")
+    lr: float = Field(0.05, gt=0, description="learning rate η")
+    batch_size: int = Field(32, ge=1, description="mini-batch size per client step")
+    weight_decay: float = Field(0.0, ge=0, description="L2 coefficient, added to the gradient")
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+
+@dataclass
+class Instruction:
+    """Coordinator → client. `tensors` e.g. {"params": θ}; `meta` is JSON-able (round, version…)."""
+
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Update:
+    """Client → coordinator. `meta` always carries `steps` and `samples` computed for this update."""
+
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Send:
+    """An instruction addressed to one client (by rank)."""
+
+    client: int
+    instruction: Instruction
+
+
+@dataclass
+class ModelState:
+    """The initial global model as flat vectors: trainable parameters and floating buffers."""
+
+    params: torch.Tensor
+    buffers: torch.Tensor
+
+
+class ServerAlgorithm(ABC):
+    """Coordinator side. Holds the global model; turns arriving updates into instructions."""
+
+    def __init__(self, config: AlgorithmConfig, initial: ModelState, clients: list[int]):
+        self.config = config
+        self.params = initial.params.clone()
+        self.buffers = initial.buffers.clone()
+        self.clients = list(clients)
+        self.updates = 0  # global model updates applied so far
+
+    @abstractmethod
+    def start(self) -> list[Send]:
+        """The first instructions, sent when every client is ready."""
+
+    @abstractmethod
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        """An update arrived from `client`. Returns what to send now (possibly nothing: a barrier)."""
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        """`client` is gone. Returns what to send to the others; by default nothing changes."""
+        return []
+
+    def global_params(self) -> torch.Tensor:
+        """The global model to evaluate. The runtime copies it before evaluating elsewhere."""
+        return self.params
+
+    def global_buffers(self) -> torch.Tensor:
+        return self.buffers
+
+
+class ClientAlgorithm(ABC):
+    """Client side. Passive: an instruction in, an update out; explicit, serializable state."""
+
+    def __init__(self, config: AlgorithmConfig, trainer: Trainer):
+        self.config = config
+        self.trainer = trainer
+
+    @abstractmethod
+    def on_instruction(self, instruction: Instruction) -> Update:
+        """Run the local computation the instruction asks for and return the update to send."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """State that must survive between instructions (momentum, residuals…). Default: none."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """What the registry holds for a name."""
+
+    name: str
+    config: type[AlgorithmConfig]
+    server: type[ServerAlgorithm]
+    client: type[ClientAlgorithm]
+    family: str  # "synchronous" | "asynchronous"
+    paper: str = ""
+
+    summary: ClassVar[str] = ""

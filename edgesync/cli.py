@@ -1,0 +1,193 @@
+"""The `edgesync` command.
+
+    edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
+    edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
+    edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
+    edgesync client --connect tcp://HOST:5555 --profile x10          # on each lab machine
+    edgesync profiles                                 # the device profiles
+    edgesync report runs/quickstart-…                 # re-render a run folder's report
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="EdgeSync: distributed training on heterogeneous, slow and badly connected devices.")
+err = Console(stderr=True)
+out = Console()
+
+
+def _load(path: Path, overrides: list[str]):
+    from edgesync.scenario import ScenarioError, load_scenario
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as exc:
+        err.print(f"[red]invalid scenario[/red]\n{exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _log_to(run_dir: Path | None, verbose: bool) -> None:
+    handlers: list[logging.Handler] = []
+    if run_dir is not None:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(run_dir / "logs" / "coordinator.log"))
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setLevel(logging.INFO if verbose else logging.WARNING)
+    handlers.append(stream)
+    logging.basicConfig(level=logging.INFO, handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+
+
+@app.command()
+def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
+        out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/NAME-TIME)"),
+        set_: Optional[List[str]] = typer.Option(None, "--set", help="override a scenario value: KEY.PATH=VALUE"),
+        runtime: str = typer.Option("", "--runtime", help="live (default: the scenario's runtime)"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
+    """Run every algorithm of a scenario, then write the run folder's summary and report."""
+    overrides = list(set_ or [])
+    if runtime:
+        overrides.append(f"runtime={runtime}")
+    sc = _load(scenario, overrides)
+    from edgesync.runtime.coordinator import RunAborted
+    from edgesync.runtime.launcher import run_folder, run_live
+    run_dir = run_folder(sc, out_dir)
+    _log_to(run_dir, verbose)
+    err.print(f"[bold]{sc.name}[/bold]: {len(sc.clients)} clients "
+              f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
+              f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
+    try:
+        summary = run_live(sc, run_dir, progress=not quiet)
+    except RunAborted as exc:
+        err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    _print_summary(summary)
+    out.print(f"report: {run_dir / 'report.md'}", highlight=False)
+
+
+def _print_summary(summary: dict) -> None:
+    t = Table(title="summary")
+    for col in ("algorithm", "final acc", "best acc", "time to target", "updates", "samples/s", "MB up", "MB down"):
+        t.add_column(col, justify="left" if col == "algorithm" else "right")
+    for label, s in summary.items():
+        ttt = s.get("time_to_target_s")
+        t.add_row(label, f"{s['final_acc']:.3f}" if s.get("final_acc") is not None else "–",
+                  f"{s['best_acc']:.3f}" if s.get("best_acc") is not None else "–",
+                  f"{ttt:.1f} s" if ttt is not None else "not reached", str(s.get("updates")),
+                  f"{s.get('samples_per_s') or 0:.0f}", f"{(s.get('bytes_up') or 0) / 1e6:.1f}",
+                  f"{(s.get('bytes_down') or 0) / 1e6:.1f}")
+    out.print(t)
+
+
+@app.command()
+def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML files"),
+             set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE")):
+    """Check scenario files; print every problem with its file and key, exit 2 if any."""
+    from edgesync.scenario import ScenarioError, load_scenario
+    bad = 0
+    for path in scenarios:
+        try:
+            sc = load_scenario(path, list(set_ or []))
+        except ScenarioError as exc:
+            bad += 1
+            err.print(str(exc), highlight=False)
+            continue
+        out.print(f"{path}: ok — {len(sc.clients)} clients, algorithms "
+                  f"{', '.join(a.key for a in sc.algorithms)}", highlight=False)
+    if bad:
+        raise typer.Exit(2)
+
+
+@app.command()
+def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario YAML file"),
+                bind: str = typer.Option("tcp://0.0.0.0:5555", help="ZeroMQ endpoint to bind"),
+                out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder"),
+                set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE"),
+                quiet: bool = typer.Option(False, "--quiet", "-q")):
+    """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
+    sc = _load(scenario, list(set_ or []))
+    from edgesync.metrics.recorder import RunRecorder
+    from edgesync.runtime.coordinator import Coordinator, RunAborted
+    from edgesync.runtime.launcher import finish_run, run_folder
+    from edgesync.runtime.progress import Progress
+    run_dir = run_folder(sc, out_dir)
+    _log_to(run_dir, verbose=True)
+    display = Progress(enabled=not quiet)
+    with RunRecorder(run_dir) as recorder:
+        recorder.write_scenario(sc.resolved())
+        coord = Coordinator(sc, recorder, bind=bind, progress=display)
+        err.print(f"coordinator for {sc.name} on {coord.address}: start {len(sc.clients)} clients with "
+                  f"`edgesync client --connect tcp://THIS-HOST:{coord.address.rsplit(':', 1)[-1]}`", highlight=False)
+        try:
+            coord.run()
+        except RunAborted as exc:
+            err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        finally:
+            display.close()
+            coord.close()
+    _print_summary(finish_run(run_dir, sc))
+    out.print(f"report: {run_dir / 'report.md'}", highlight=False)
+
+
+@app.command()
+def client(connect: str = typer.Option(..., "--connect", help="coordinator endpoint, e.g. tcp://HOST:5555"),
+           rank: Optional[int] = typer.Option(None, help="ask for this rank (default: the next free one)"),
+           profile: Optional[str] = typer.Option(None, help="device profile, overriding the scenario's (e.g. x10)"),
+           device: Optional[str] = typer.Option(None, help="torch device: cpu, cuda:N or auto"),
+           data_root: Optional[str] = typer.Option(None, "--data-root", help="dataset folder on this machine")):
+    """Join a coordinator and train until it says the run is over."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from edgesync.runtime.client import ClientFailed, EdgeClient
+    try:
+        EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root).run()
+    except ValueError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    except ClientFailed as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def profiles():
+    """List the named device profiles scenarios and clients can use."""
+    from edgesync.emulation.profiles import DESCRIPTIONS, NAMED
+    t = Table(title="device profiles")
+    t.add_column("name")
+    t.add_column("definition")
+    t.add_column("what it emulates")
+    for name, p in NAMED.items():
+        spec = ", ".join(f"{k}={v}" for k, v in p.model_dump().items() if k != "kind")
+        t.add_row(name, f"{p.kind}: {spec}", DESCRIPTIONS[name])
+    out.print(t)
+    out.print("Any xK works (x3, x2.5); gamma profiles take a mapping: "
+              "{kind: gamma, machines: heterogeneous|homogeneous, mean: 1.0, v_task: 0.1, v_mach: 0.6}. "
+              "Live runs cannot go faster than the hardware: factors below 1 run at full speed.",
+              highlight=False)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a run folder")):
+    """Re-render report.md and the plots from a run folder."""
+    from edgesync.metrics.report import render_report
+    if not (run_dir / "metrics.jsonl").exists():
+        err.print(f"[red]{run_dir}: not a run folder (no metrics.jsonl)[/red]", highlight=False)
+        raise typer.Exit(2)
+    out.print(f"report: {render_report(run_dir)}", highlight=False)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

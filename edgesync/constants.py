@@ -1,0 +1,30 @@
+"""Tunables of the runtime, in one place, with units in their names."""
+
+PROTOCOL_VERSION = 1
+PROTOCOL_NAME = "edgesync"
+
+# Coordinator loop: the longest a poll may block, so stop checks and evaluations stay on time.
+POLL_INTERVAL_S = 0.02
+# How long the coordinator waits for every client to say hello / get ready before giving up.
+JOIN_TIMEOUT_S = 120.0
+READY_TIMEOUT_S = 120.0
+# At the end of an algorithm, how long to wait for each client's closing statistics.
+STATS_TIMEOUT_S = 30.0
+# A client with no word from the coordinator for this long gives up.
+CLIENT_IDLE_TIMEOUT_S = 600.0
+
+# Throttle calibration: steps to warm up, then steps whose median is the reference step time.
+CALIBRATION_WARMUP_STEPS = 3
+CALIBRATION_STEPS = 10
+
+# glibc maps fresh memory for every allocation above its mmap threshold (32 MiB by default), which
+# slows large ZeroMQ messages ~2.5x; client processes start with these raised.
+MALLOC_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+}
+# One torch thread per client process: more threads than cores slows training ~25x.
+CLIENT_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+# Largest message a socket accepts (ZeroMQ's ZMQ_MAXMSGSIZE): far above ResNet-18's 45 MB.
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024

@@ -1,0 +1,108 @@
+"""Split a labelled dataset among clients: i.i.d., label-sorted shards, ESync's sorted slices, Dirichlet(α).
+
+`partition` returns one int64 index array per client, each sorted ascending (clients shuffle their own
+data every epoch; sorted parts make equality checks and caching simple). Seeded with
+``np.random.default_rng(seed)``: the same inputs always give the same parts.
+
+- ``iid``: one uniform shuffle cut into equal parts; the remainder (n mod N samples) is dropped.
+- ``shards`` (McMahan et al. 2017): sort by label, cut into N·shards_per_client equal shards (the
+  remainder is dropped), give each client shards_per_client shards drawn at random.
+- ``sorted_slices`` (ESync's non-i.i.d. split): sort by label, cut into N contiguous slices whose sizes
+  differ by at most one; nothing is dropped and the seed is not used.
+- ``dirichlet``: per class, shuffle its samples and split them among clients with proportions
+  p ~ Dir(α·1_N). Every client is then guaranteed ≥ 1 sample by a repair rule: while some client is
+  empty, move one random sample from the currently largest client to it (needs N ≤ n, checked).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PARTITION_KINDS = ("iid", "shards", "sorted_slices", "dirichlet")
+
+
+def partition(
+    labels: np.ndarray,
+    num_clients: int,
+    kind: str,
+    seed: int,
+    alpha: float = 0.5,
+    shards_per_client: int = 2,
+) -> list[np.ndarray]:
+    """Split sample indices 0..len(labels)-1 among num_clients clients; see the module docstring."""
+    labels = _check(labels, num_clients, kind)
+    rng = np.random.default_rng(seed)
+    if kind == "iid":
+        parts = _iid(len(labels), num_clients, rng)
+    elif kind == "shards":
+        parts = _shards(labels, num_clients, shards_per_client, rng)
+    elif kind == "sorted_slices":
+        parts = np.array_split(np.argsort(labels, kind="stable"), num_clients)
+    else:
+        parts = _dirichlet(labels, num_clients, alpha, rng)
+    return [np.sort(p).astype(np.int64, copy=False) for p in parts]
+
+
+def label_histogram(labels: np.ndarray, parts: list[np.ndarray], num_classes: int) -> np.ndarray:
+    """Count of each label per client: (num_clients, num_classes) int64."""
+    labels = np.asarray(labels)
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels span {labels.min()}..{labels.max()}, expected 0..{num_classes - 1}")
+    hist = np.zeros((len(parts), num_classes), dtype=np.int64)
+    for i, p in enumerate(parts):
+        hist[i] = np.bincount(labels[p], minlength=num_classes)
+    return hist
+
+
+def _check(labels: np.ndarray, num_clients: int, kind: str) -> np.ndarray:
+    labels = np.asarray(labels)
+    if kind not in PARTITION_KINDS:
+        raise ValueError(f"unknown partition kind {kind!r}; known kinds: {', '.join(PARTITION_KINDS)}")
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be a 1-D integer array, got {labels.dtype} of shape {labels.shape}")
+    if num_clients < 1:
+        raise ValueError(f"num_clients must be >= 1, got {num_clients}")
+    if num_clients > len(labels):
+        raise ValueError(f"num_clients={num_clients} exceeds the {len(labels)} samples; every client needs one")
+    return labels
+
+
+def _iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    size = n // num_clients
+    perm = rng.permutation(n)
+    return [perm[i * size : (i + 1) * size] for i in range(num_clients)]
+
+
+def _shards(
+    labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    num_shards = num_clients * shards_per_client
+    if shards_per_client < 1 or num_shards > len(labels):
+        raise ValueError(
+            f"shards_per_client={shards_per_client} with {num_clients} clients needs 1 <= "
+            f"{num_shards} shards <= {len(labels)} samples"
+        )
+    size = len(labels) // num_shards
+    by_label = np.argsort(labels, kind="stable")
+    shard_ids = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
+    return [np.concatenate([by_label[s * size : (s + 1) * size] for s in ids]) for ids in shard_ids]
+
+
+def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+    if not alpha > 0:
+        raise ValueError(f"dirichlet alpha must be > 0, got {alpha}")
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        p = rng.dirichlet(np.full(num_clients, alpha))
+        cuts = (np.cumsum(p)[:-1] * len(idx)).astype(np.int64)
+        for i, chunk in enumerate(np.split(idx, cuts)):
+            parts[i].append(chunk)
+    out = [np.concatenate(p) for p in parts]
+    for i in range(num_clients):  # repair rule: no client is left empty
+        if len(out[i]) == 0:
+            donor = int(np.argmax([len(p) for p in out]))  # has >= 2 samples since N <= n
+            j = int(rng.integers(len(out[donor])))
+            out[i] = out[donor][j : j + 1]
+            out[donor] = np.delete(out[donor], j)
+    return out

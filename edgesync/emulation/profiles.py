@@ -1,0 +1,126 @@
+"""Device profiles: how much slower than its undisturbed self a client's step runs.
+
+A profile yields a slowdown factor per step. Constant ×k profiles model the stragglers of the
+papers (SHAT's HE0/HE1/HE2 are one ×2/×10/×100 worker). The gamma model is DANA's App. B.3:
+α_task = 1/V_task², α_mach = 1/V_mach²;
+- heterogeneous machines: per client p ~ Γ(α_mach, μ/α_mach), each step ~ Γ(α_task, p/α_task);
+- homogeneous machines:   q ~ Γ(α_task, μ/α_task) once for the cluster, each step ~ Γ(α_mach, q/α_mach).
+μ is the mean factor (1 = as fast as the hardware). Samples are factors, not seconds: a runtime
+multiplies them by the client's reference step time.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ConstantProfile(BaseModel):
+    """Every step takes `factor` times the undisturbed step time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["constant"] = "constant"
+    factor: float = Field(1.0, ge=1.0, description="slowdown ×k (1 = undisturbed)")
+
+    @property
+    def label(self) -> str:
+        return f"x{self.factor:g}"
+
+
+class GammaProfile(BaseModel):
+    """DANA's gamma-distributed execution times (App. B.3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["gamma"] = "gamma"
+    machines: Literal["heterogeneous", "homogeneous"] = "heterogeneous"
+    mean: float = Field(1.0, gt=0, description="μ, the mean slowdown factor")
+    v_task: float = Field(0.1, gt=0, description="coefficient of variation of one task (step)")
+    v_mach: float = Field(0.6, gt=0, description="coefficient of variation between machines")
+
+    @property
+    def label(self) -> str:
+        tag = "hetero" if self.machines == "heterogeneous" else "homo"
+        return f"gamma-{tag}(μ={self.mean:g},Vm={self.v_mach:g})"
+
+
+Profile = ConstantProfile | GammaProfile
+
+_XK = re.compile(r"^[x×](\d+(\.\d+)?)$")
+
+# The named profiles `edgesync profiles` lists and scenarios may use as plain strings.
+NAMED: dict[str, Profile] = {
+    "x1": ConstantProfile(factor=1),
+    "x2": ConstantProfile(factor=2),
+    "x10": ConstantProfile(factor=10),
+    "x100": ConstantProfile(factor=100),
+    "gamma-homo": GammaProfile(machines="homogeneous", v_mach=0.1),
+    "gamma-hetero": GammaProfile(machines="heterogeneous", v_mach=0.6),
+}
+
+DESCRIPTIONS = {
+    "x1": "undisturbed: as fast as the hardware",
+    "x2": "one step takes 2x its undisturbed time (SHAT's HE0 straggler)",
+    "x10": "one step takes 10x its undisturbed time (SHAT's HE1 straggler)",
+    "x100": "one step takes 100x its undisturbed time (SHAT's HE2 straggler)",
+    "gamma-homo": "DANA App. B.3 homogeneous cluster: V_task 0.1, V_mach 0.1",
+    "gamma-hetero": "DANA App. B.3 heterogeneous cluster: V_task 0.1, V_mach 0.6",
+}
+
+
+def parse_profile(value: str | dict | Profile) -> Profile:
+    """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}."""
+    if isinstance(value, (ConstantProfile, GammaProfile)):
+        return value
+    if isinstance(value, str):
+        name = value.strip().lower()
+        if name in NAMED:
+            return NAMED[name]
+        m = _XK.match(name)
+        if m:
+            return ConstantProfile(factor=float(m.group(1)))
+        raise ValueError(f"unknown profile {value!r}: expected xK (e.g. x1, x2, x10, x100, x2.5), "
+                         f"{', '.join(n for n in NAMED if not n.startswith('x'))}, or a mapping with kind")
+    if isinstance(value, dict):
+        kind = value.get("kind", "constant")
+        if kind == "constant":
+            return ConstantProfile(**value)
+        if kind == "gamma":
+            return GammaProfile(**value)
+        raise ValueError(f"unknown profile kind {kind!r}: expected 'constant' or 'gamma'")
+    raise ValueError(f"a profile is a name like 'x10' or a mapping, not {type(value).__name__}")
+
+
+@dataclass
+class FactorSampler:
+    """Draws one client's per-step slowdown factors, reproducibly from (seed, rank)."""
+
+    profile: Profile
+    seed: int
+    rank: int
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng([self.seed, self.rank, 0x5EED])
+        p = self.profile
+        if isinstance(p, GammaProfile):
+            a_task, a_mach = 1.0 / p.v_task ** 2, 1.0 / p.v_mach ** 2
+            if p.machines == "heterogeneous":
+                self._machine_mean = self._rng.gamma(a_mach, p.mean / a_mach)
+                self._shape = a_task
+            else:  # one draw shared by the whole cluster: seeded by the scenario seed alone
+                self._machine_mean = np.random.default_rng([self.seed, 0x5EED]).gamma(a_task, p.mean / a_task)
+                self._shape = a_mach
+
+    @property
+    def mean_factor(self) -> float:
+        """The expected factor of this client's steps."""
+        if isinstance(self.profile, GammaProfile):
+            return float(self._machine_mean)
+        return self.profile.factor
+
+    def next(self) -> float:
+        if isinstance(self.profile, ConstantProfile):
+            return self.profile.factor
+        return float(self._rng.gamma(self._shape, self._machine_mean / self._shape))

@@ -1,0 +1,41 @@
+"""Live-runtime throttling: make each training step last `factor × reference` seconds.
+
+The reference is the client's undisturbed step time, measured once before training. Sleeping
+against that fixed reference (rather than "sleep (k−1) × this step's time") keeps the achieved
+slowdown within a few percent: noise in one step's computation does not get multiplied by k.
+Factors below 1 cannot make the hardware faster; such steps run at full speed (reported).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from edgesync.emulation.profiles import FactorSampler
+
+
+def sleep_until(deadline: float) -> None:
+    """Sleep to a perf_counter deadline; the last millisecond is spun for precision."""
+    while True:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left - 0.001 if left > 0.002 else 0)
+
+
+@dataclass
+class Throttle:
+    sampler: FactorSampler
+    reference_s: float
+    target_s_total: float = 0.0  # what the profile asked for, summed over steps
+    clamped_steps: int = 0       # steps whose target was below the undisturbed time
+
+    def after_step(self, started: float) -> None:
+        target = self.sampler.next() * self.reference_s
+        self.target_s_total += target
+        if target < time.perf_counter() - started:
+            self.clamped_steps += 1
+        sleep_until(started + target)
+
+
+def needs_throttle(sampler: FactorSampler) -> bool:
+    return not (sampler.profile.kind == "constant" and sampler.profile.factor == 1.0)

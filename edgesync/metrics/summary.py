@@ -1,0 +1,127 @@
+"""The summary of a run: one entry per algorithm label, computed from the recorded rows alone.
+
+Definitions (docs: ALGORITHMS.md, "Metrics"), for the rows of one label in recorded order:
+
+    final_acc          test_acc of the last evaluation
+    best_acc           the largest test_acc
+    time_to_target_s   the first time_s with test_acc >= target_acc (None: no target, or never reached)
+    updates, samples,
+    bytes_up/down      the counters of the last evaluation (they are cumulative)
+    duration_s         time_s of the last evaluation
+    samples_per_s      samples / duration_s;   bytes_per_s = (bytes_up + bytes_down) / duration_s
+    compute_ratio_mean mean over the label's clients of compute_s / wall_s
+    speedup_vs         (only with a baseline) baseline's time_to_target_s / this label's
+    evals              how many evaluations were recorded
+
+A value that cannot be computed (no evaluations, a zero duration, a missing key) is None, never an error.
+`summarize` is a pure function of plain lists and dicts, so every number can be checked by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def summarize(
+    metrics: list[dict],
+    clients: list[dict],
+    target_acc: float | None,
+    algorithms: dict[str, str] | None = None,
+    baseline: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The summary keyed by label, labels in the order first seen in `metrics`.
+
+    metrics, clients: rows of metrics.jsonl and clients.jsonl (rows without `algorithm` are ignored).
+    algorithms: label -> registered name; a label missing from it is its own name. Labels that appear only
+      in `clients` or `algorithms` (an entry that never evaluated) follow, with None for what needs evals.
+    baseline: a label; adds `speedup_vs` to every entry. Raises ValueError if no entry has that label.
+    """
+    algorithms = algorithms or {}
+    labels = _labels_in_order(metrics, clients, algorithms)
+    if baseline is not None and baseline not in labels:
+        raise ValueError(f"baseline {baseline!r} is not one of the run's labels {labels}")
+
+    summary: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        evals = [r for r in metrics if r.get("algorithm") == label]
+        entry = _summarize_evals(evals, target_acc)
+        entry["compute_ratio_mean"] = compute_ratio_mean([r for r in clients if r.get("algorithm") == label])
+        summary[label] = {"algorithm": algorithms.get(label, label), **entry}
+
+    if baseline is not None:
+        base = summary[baseline]["time_to_target_s"]
+        for entry in summary.values():
+            entry["speedup_vs"] = speedup(base, entry["time_to_target_s"])
+    return summary
+
+
+def time_to_target(evals: list[dict], target_acc: float | None) -> float | None:
+    """The first time_s at which test_acc >= target_acc; None without a target or if never reached."""
+    if target_acc is None:
+        return None
+    reached = [r["time_s"] for r in evals
+               if _num(r.get("test_acc")) is not None and r["test_acc"] >= target_acc
+               and _num(r.get("time_s")) is not None]
+    return min(reached) if reached else None
+
+
+def speedup(baseline_s: float | None, this_s: float | None) -> float | None:
+    """baseline_s / this_s: how many times faster this entry reached the target; None if either is None."""
+    if baseline_s is None or this_s is None or this_s <= 0:
+        return None
+    return baseline_s / this_s
+
+
+def compute_ratio(row: dict) -> float | None:
+    """compute_s / wall_s of one client row; None when wall_s is missing or zero."""
+    compute_s, wall_s = _num(row.get("compute_s")), _num(row.get("wall_s"))
+    if compute_s is None or wall_s is None or wall_s <= 0:
+        return None
+    return compute_s / wall_s
+
+
+def compute_ratio_mean(client_rows: list[dict]) -> float | None:
+    """Mean compute-time ratio over the rows that have one; None if none has."""
+    ratios = [r for r in (compute_ratio(row) for row in client_rows) if r is not None]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
+def _summarize_evals(evals: list[dict], target_acc: float | None) -> dict[str, Any]:
+    accs = [a for a in (_num(r.get("test_acc")) for r in evals) if a is not None]
+    last = evals[-1] if evals else {}
+    duration_s = _num(last.get("time_s"))
+    samples = _num(last.get("samples"))
+    bytes_up, bytes_down = _num(last.get("bytes_up")), _num(last.get("bytes_down"))
+    has_duration = duration_s is not None and duration_s > 0
+    return {
+        "final_acc": _num(last.get("test_acc")),
+        "best_acc": max(accs) if accs else None,
+        "time_to_target_s": time_to_target(evals, target_acc),
+        "target_acc": target_acc,
+        "updates": _num(last.get("updates")),
+        "samples": samples,
+        "duration_s": duration_s,
+        "samples_per_s": samples / duration_s if has_duration and samples is not None else None,
+        "bytes_up": bytes_up,
+        "bytes_down": bytes_down,
+        "bytes_per_s": ((bytes_up + bytes_down) / duration_s
+                        if has_duration and bytes_up is not None and bytes_down is not None else None),
+        "evals": len(evals),
+    }
+
+
+def _labels_in_order(metrics: list[dict], clients: list[dict], algorithms: dict[str, str]) -> list[str]:
+    labels: dict[str, None] = {}  # an ordered set
+    for row in [*metrics, *clients]:
+        if row.get("algorithm") is not None:
+            labels.setdefault(str(row["algorithm"]), None)
+    for label in algorithms:
+        labels.setdefault(label, None)
+    return list(labels)
+
+
+def _num(value: Any) -> float | int | None:
+    """`value` if it is a real number (not a bool, not NaN), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if value != value else value  # NaN != NaN

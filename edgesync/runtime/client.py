@@ -1,0 +1,175 @@
+"""The live client: connect, say hello, then do what the coordinator says until SHUTDOWN.
+
+Passive by design (server-driven): SETUP builds the trainer and the algorithm's client half for one
+algorithm, CALIBRATE measures the undisturbed step time, TRAIN runs the client half and sends its
+update, END reports this client's totals. The device profile's throttle wraps the trainer's steps.
+"""
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from edgesync import algorithms
+from edgesync.algorithms.base import ClientAlgorithm, Instruction
+from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS, CLIENT_IDLE_TIMEOUT_S
+from edgesync.emulation.profiles import FactorSampler, parse_profile
+from edgesync.emulation.throttle import Throttle, needs_throttle
+from edgesync.runtime.workload import dataset, make_trainer, resolve_device
+from edgesync.trainer import NoHook, Trainer
+from edgesync.transport.protocol import Message, ProtocolError, host_info
+from edgesync.transport.sockets import ClientSocket
+
+log = logging.getLogger("edgesync.client")
+
+
+class ClientFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Session:
+    """One algorithm's worth of client state."""
+
+    label: str
+    algorithm: ClientAlgorithm
+    trainer: Trainer
+    sampler: FactorSampler
+    throttle: Throttle | None = None
+    first_train: float | None = None
+    last_sent: float | None = None
+    wait_s: float = 0.0
+
+
+class EdgeClient:
+    def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
+                 device: str | None = None, data_root: str | None = None):
+        if profile is not None:
+            parse_profile(profile)  # fail here, before connecting, on a typo
+        self.connect = connect
+        self.wish_rank = rank
+        self.wish_profile = profile
+        self.device_override = device
+        self.data_root = data_root
+        self.rank: int | None = None
+        self.session: Session | None = None
+        self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
+
+    def run(self) -> None:
+        torch.set_num_threads(1)
+        sock = ClientSocket(self.connect)
+        try:
+            device = self.device_override or "cpu"
+            sock.send(Message("HELLO", {"rank": self.wish_rank, "profile": self.wish_profile,
+                                        "info": host_info(device)}))
+            while True:
+                try:
+                    msg = sock.recv(CLIENT_IDLE_TIMEOUT_S)
+                except ProtocolError as exc:
+                    log.error("bad message from the coordinator: %s", exc)
+                    sock.send(Message("ERROR", {"reason": f"bad message: {exc}"}))
+                    continue
+                if msg is None:
+                    raise ClientFailed(f"no word from the coordinator at {self.connect} for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
+                if not self._handle(sock, msg):
+                    return
+        finally:
+            sock.close()
+
+    def _handle(self, sock: ClientSocket, msg: Message) -> bool:
+        """Act on one message; False means the run is over."""
+        if msg.type == "WELCOME":
+            self.rank = msg.meta["rank"]
+            log.info("joined %s as client %d of %d", msg.meta.get("run"), self.rank, msg.meta.get("clients"))
+        elif msg.type == "SETUP":
+            try:
+                self._setup(msg)
+            except Exception as exc:  # a client that cannot set up says why, then stays available
+                log.exception("setup failed")
+                sock.send(Message("ERROR", {"reason": f"setup failed: {exc}"}))
+                return True
+            sock.send(Message("READY", {"label": self.session.label}))
+        elif msg.type == "CALIBRATE":
+            sock.send(Message("CALIBRATED", {"reference_s": self._calibrate()}))
+        elif msg.type == "TRAIN":
+            self._train(sock, msg)
+        elif msg.type == "END":
+            sock.send(Message("STATS", self._stats()))
+            self.session = None
+        elif msg.type == "SHUTDOWN":
+            log.info("coordinator says the run is over")
+            return False
+        elif msg.type == "ERROR":
+            log.error("coordinator: %s", msg.meta.get("reason"))
+            if msg.meta.get("fatal"):
+                raise ClientFailed(f"coordinator refused this client: {msg.meta.get('reason')}")
+        return True
+
+    def _setup(self, msg: Message) -> None:
+        meta = msg.meta
+        spec = algorithms.get(meta["algorithm"]["name"])
+        config = spec.config.model_validate(meta["algorithm"])
+        ds = meta["dataset"]
+        data = dataset(ds["name"], self.data_root or ds.get("root"), ds.get("train_size"))
+        self.device = resolve_device(self.device_override or meta.get("device", "cpu"))
+        profile = parse_profile(meta["profile"])
+        sampler = FactorSampler(profile, seed=int(meta["seed"]), rank=self.rank)
+        indices = msg.tensors["indices"].numpy()
+        trainer = make_trainer(data, meta["model"], indices, config.batch_size,
+                               seed=int(meta["seed"]) * 1000 + self.rank, device=self.device, hook=NoHook())
+        self._model_key = (meta["model"], config.batch_size, str(self.device))
+        self.session = Session(meta["label"], spec.client(config, trainer), trainer, sampler)
+
+    def _calibrate(self) -> float:
+        """The undisturbed step time: the median of a few real steps with no throttle."""
+        s = self.session
+        if self._model_key not in self._calibrated:
+            trainer = s.trainer
+            saved = trainer.stats.__dict__.copy()
+            times = []
+            for i in range(CALIBRATION_WARMUP_STEPS + CALIBRATION_STEPS):
+                t0 = time.perf_counter()
+                trainer.gradient()
+                if i >= CALIBRATION_WARMUP_STEPS:
+                    times.append(time.perf_counter() - t0)
+            trainer.stats.__dict__.update(saved)
+            self._calibrated[self._model_key] = statistics.median(times)
+        reference = self._calibrated[self._model_key]
+        if needs_throttle(s.sampler):
+            s.throttle = Throttle(s.sampler, reference)
+            s.trainer.hook = s.throttle
+        return reference
+
+    def _train(self, sock: ClientSocket, msg: Message) -> None:
+        s = self.session
+        if s is None:
+            sock.send(Message("ERROR", {"reason": "TRAIN before SETUP"}))
+            return
+        now = time.perf_counter()
+        if s.first_train is None:
+            s.first_train = now
+        elif s.last_sent is not None:
+            s.wait_s += now - s.last_sent
+        update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
+        sock.send(Message("UPDATE", update.meta, update.tensors))
+        s.last_sent = time.perf_counter()
+
+    def _stats(self) -> dict:
+        s = self.session
+        if s is None:
+            return {}
+        now = time.perf_counter()
+        if s.last_sent is not None:
+            s.wait_s += now - s.last_sent  # waiting for an answer that never came: the run ended
+        st = s.trainer.stats
+        wall = now - s.first_train if s.first_train is not None else 0.0
+        out = {"label": s.label, "steps": st.steps, "samples": st.samples, "compute_s": round(st.compute_s, 4),
+               "wait_s": round(s.wait_s, 4), "wall_s": round(wall, 4), "device": str(self.device),
+               "reference_s": self._calibrated.get(self._model_key)}
+        if s.throttle is not None and st.steps:
+            out["target_factor"] = round(s.throttle.target_s_total / st.steps / s.throttle.reference_s, 4)
+            out["achieved_factor"] = round(st.compute_s / st.steps / s.throttle.reference_s, 4)
+        return out

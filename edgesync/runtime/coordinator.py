@@ -1,0 +1,317 @@
+"""The live coordinator: a ZeroMQ ROUTER loop that runs each algorithm of a scenario in turn.
+
+Per algorithm: SETUP every client (its data split, the algorithm's config), CALIBRATE throttled
+clients one at a time (their undisturbed step time, measured with nobody else computing), then
+hand every arriving UPDATE to the algorithm's server half and send what it returns. The loop
+never blocks longer than `POLL_INTERVAL_S`; evaluation runs on a worker thread. Bad messages get
+an ERROR reply and are logged; the loop goes on serving the others.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from edgesync import algorithms
+from edgesync.algorithms.base import AlgorithmConfig, Send, Update
+from edgesync.constants import JOIN_TIMEOUT_S, POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
+from edgesync.data.datasets import to_tensor
+from edgesync.emulation.profiles import Profile, parse_profile
+from edgesync.metrics.recorder import RunRecorder
+from edgesync.runtime.evaluator import Evaluator, Snapshot
+from edgesync.runtime.progress import Progress
+from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
+from edgesync.scenario import Scenario
+from edgesync.transport.protocol import Message, ProtocolError
+from edgesync.transport.sockets import CoordinatorSocket
+
+log = logging.getLogger("edgesync.coordinator")
+
+
+class RunAborted(RuntimeError):
+    """The run cannot go on (a client never joined, a local client process died…)."""
+
+
+@dataclass
+class Peer:
+    rank: int
+    identity: bytes
+    info: dict[str, Any]
+    profile: Profile
+
+
+@dataclass
+class AlgorithmRun:
+    """Counters of the algorithm being run."""
+
+    config: AlgorithmConfig
+    started: float = 0.0
+    samples: int = 0
+    bytes_in0: dict[bytes, int] = field(default_factory=dict)
+    bytes_out0: dict[bytes, int] = field(default_factory=dict)
+    reached_target: bool = False
+    best_acc: float = 0.0
+
+
+class Coordinator:
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
+                 progress: Progress | None = None, health_check: Callable[[], None] | None = None):
+        self.scenario = scenario
+        self.recorder = recorder
+        self.sock = CoordinatorSocket(bind)
+        self.address = self.sock.address
+        self.progress = progress or Progress(enabled=False)
+        self.health_check = health_check or (lambda: None)
+        self.peers: dict[int, Peer] = {}
+        self.ranks: dict[bytes, int] = {}
+        self.current: AlgorithmRun | None = None
+
+    # -- the whole run ---------------------------------------------------------------------------
+    def run(self) -> None:
+        sc = self.scenario
+        data = scenario_dataset(sc.dataset)
+        self.splits = client_splits(sc, data.train_y)
+        self.initial = initial_model(sc, data)
+        n_test = min(sc.eval.test_size or len(data.test_y), len(data.test_y))
+        self.evaluator = Evaluator(sc.model.name, data.num_classes, data.input_shape[0],
+                                   to_tensor(data.test_x[:n_test], data.mean, data.std),
+                                   torch.as_tensor(data.test_y[:n_test], dtype=torch.int64),
+                                   sc.eval.batch_size)
+        try:
+            self._join()
+            for entry in sc.algorithms:
+                self._run_algorithm(entry)
+        finally:
+            self._shutdown()
+            self.evaluator.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # -- joining ---------------------------------------------------------------------------------
+    def _join(self) -> None:
+        want = len(self.scenario.clients)
+        self.progress.status(f"waiting for {want} clients on {self.address}")
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while len(self.peers) < want:
+            if time.monotonic() > deadline:
+                raise RunAborted(f"only {len(self.peers)} of {want} clients joined within {JOIN_TIMEOUT_S:.0f} s")
+            self.health_check()
+            item = self.sock.recv(POLL_INTERVAL_S * 5)
+            if item is None:
+                continue
+            identity, msg = item
+            if isinstance(msg, ProtocolError):
+                self._reject(identity, str(msg))
+            elif msg.type == "HELLO":
+                self._admit(identity, msg)
+            else:
+                self._reject(identity, f"{msg.type} before HELLO")
+        self.progress.status(f"{want} clients joined")
+
+    def _admit(self, identity: bytes, msg: Message) -> None:
+        want = len(self.scenario.clients)
+        asked = msg.meta.get("rank")
+        free = [r for r in range(want) if r not in self.peers]
+        if identity in self.ranks:
+            return self._reject(identity, "already joined")
+        if asked is not None and (not isinstance(asked, int) or asked not in free):
+            return self._reject(identity, f"rank {asked!r} is taken or outside 0..{want - 1}", fatal=True)
+        rank = asked if asked is not None else free[0]
+        profile = self.scenario.clients[rank].profile
+        if msg.meta.get("profile"):
+            try:
+                profile = parse_profile(msg.meta["profile"])
+            except ValueError as exc:
+                return self._reject(identity, f"profile: {exc}", fatal=True)
+        info = msg.meta.get("info") if isinstance(msg.meta.get("info"), dict) else {}
+        self.peers[rank] = Peer(rank, identity, info, profile)
+        self.ranks[identity] = rank
+        self.sock.send(identity, Message("WELCOME", {"rank": rank, "clients": want, "run": self.scenario.name}))
+        log.info("client %d joined from %s (%s, profile %s)", rank, info.get("host"), info.get("device"), profile.label)
+
+    def _reject(self, identity: bytes, reason: str, fatal: bool = False) -> None:
+        log.warning("message from %r rejected: %s", identity, reason)
+        self.sock.send(identity, Message("ERROR", {"reason": reason, "fatal": fatal}))
+
+    # -- one algorithm ---------------------------------------------------------------------------
+    def _run_algorithm(self, config: AlgorithmConfig) -> None:
+        sc = self.scenario
+        spec = algorithms.get(config.name)
+        self._setup_clients(config)
+        self._calibrate_clients()
+        server = spec.server(config, self.initial, sorted(self.peers))
+        run = self.current = AlgorithmRun(config)
+        run.bytes_in0 = dict(self.sock.bytes_in)
+        run.bytes_out0 = dict(self.sock.bytes_out)
+        budget = sc.stop.time_budget_s
+        self.progress.start_algorithm(config.key, budget)
+        run.started = time.perf_counter()
+        next_eval = 0.0
+        self._dispatch(server.start())
+        while True:
+            now = time.perf_counter() - run.started
+            if now >= next_eval:
+                self.evaluator.submit(self._snapshot(server, now))
+                next_eval += sc.eval.every_s
+            self._record_evals()
+            if self._should_stop(server, now):
+                break
+            self.health_check()
+            item = self.sock.recv(min(POLL_INTERVAL_S, max(0.0, next_eval - now), max(0.0, budget - now)))
+            if item is None:
+                continue
+            identity, msg = item
+            self._dispatch(self._handle(server, identity, msg))
+        end = time.perf_counter() - run.started
+        final = self.evaluator.evaluate_now(self._snapshot(server, end))
+        self._record_evals()
+        self._log_eval(final)
+        self._finish_clients(config, end)
+        self.progress.end_algorithm(config.key, final)
+
+    def _should_stop(self, server, now: float) -> bool:
+        stop = self.scenario.stop
+        if now >= stop.time_budget_s:
+            return True
+        if stop.max_updates is not None and server.updates >= stop.max_updates:
+            return True
+        return bool(stop.stop_at_target and self.current.reached_target)
+
+    def _handle(self, server, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
+        rank = self.ranks.get(identity)
+        if isinstance(msg, ProtocolError):
+            self._reject(identity, str(msg))
+            return []
+        if rank is None:
+            self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
+            return []
+        if msg.type == "UPDATE":
+            update = Update(tensors=msg.tensors, meta=msg.meta)
+            self.current.samples += int(msg.meta.get("samples", 0))
+            return server.on_update(rank, update)
+        if msg.type == "ERROR":
+            log.error("client %d reports: %s", rank, msg.meta.get("reason"))
+            return []
+        self._reject(identity, f"{msg.type} is not expected while training")
+        return []
+
+    def _dispatch(self, sends: list[Send]) -> None:
+        for send in sends:
+            peer = self.peers.get(send.client)
+            if peer is not None:
+                instr = send.instruction
+                self.sock.send(peer.identity, Message("TRAIN", instr.meta, instr.tensors))
+
+    # -- evaluation and counters -----------------------------------------------------------------
+    def _traffic(self) -> tuple[int, int]:
+        run = self.current
+        up = sum(v - run.bytes_in0.get(k, 0) for k, v in self.sock.bytes_in.items())
+        down = sum(v - run.bytes_out0.get(k, 0) for k, v in self.sock.bytes_out.items())
+        return up, down
+
+    def _snapshot(self, server, now: float) -> Snapshot:
+        up, down = self._traffic()
+        info = {"algorithm": self.current.config.key, "time_s": round(now, 4), "updates": server.updates,
+                "samples": self.current.samples, "bytes_up": up, "bytes_down": down,
+                "wall_clock": time.time()}
+        return Snapshot(server.global_params().clone(), server.global_buffers().clone(), info)
+
+    def _record_evals(self) -> None:
+        for row in self.evaluator.results():
+            self._log_eval(row)
+
+    def _log_eval(self, row: dict) -> None:
+        run = self.current
+        run.best_acc = max(run.best_acc, row["test_acc"])
+        target = self.scenario.stop.target_acc
+        if target is not None and row["test_acc"] >= target:
+            run.reached_target = True
+        self.recorder.log_eval(row)
+        self.progress.update(row)
+
+    # -- client phases ---------------------------------------------------------------------------
+    def _setup_clients(self, config: AlgorithmConfig) -> None:
+        sc = self.scenario
+        for rank, peer in self.peers.items():
+            meta = {
+                "label": config.key, "algorithm": config.model_dump(mode="json"),
+                "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+                "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
+                "device": sc.clients[rank].device,
+            }
+            self.sock.send(peer.identity, Message("SETUP", meta, {"indices": torch.from_numpy(self.splits[rank])}))
+        self.progress.status(f"setting up {config.key}")
+        self._await_all("READY", READY_TIMEOUT_S)
+
+    def _calibrate_clients(self) -> None:
+        """One client at a time, so each measures its undisturbed step time."""
+        for rank, peer in sorted(self.peers.items()):
+            if peer.profile.kind == "constant" and peer.profile.factor == 1:
+                continue
+            self.progress.status(f"calibrating client {rank}")
+            self.sock.send(peer.identity, Message("CALIBRATE"))
+            replies = self._await_all("CALIBRATED", READY_TIMEOUT_S, only={rank})
+            peer.info["reference_step_s"] = replies[rank].get("reference_s")
+
+    def _finish_clients(self, config: AlgorithmConfig, end: float) -> None:
+        run = self.current
+        for peer in self.peers.values():
+            self.sock.send(peer.identity, Message("END"))
+        stats = self._await_all("STATS", STATS_TIMEOUT_S, strict=False)
+        for rank, peer in sorted(self.peers.items()):
+            s = stats.get(rank, {})
+            row = {
+                "algorithm": config.key, "client": rank, "profile": peer.profile.label,
+                "host": peer.info.get("host"), "device": s.get("device", peer.info.get("device")),
+                "compute_s": s.get("compute_s"), "wait_s": s.get("wait_s"), "wall_s": s.get("wall_s"),
+                "steps": s.get("steps"), "samples": s.get("samples"),
+                "bytes_up": self.sock.bytes_in.get(peer.identity, 0) - run.bytes_in0.get(peer.identity, 0),
+                "bytes_down": self.sock.bytes_out.get(peer.identity, 0) - run.bytes_out0.get(peer.identity, 0),
+                "reference_step_s": s.get("reference_s"), "target_factor": s.get("target_factor"),
+                "achieved_factor": s.get("achieved_factor"),
+            }
+            if rank not in stats:
+                row["error"] = "no statistics: the client did not answer END"
+            self.recorder.log_client(row)
+
+    def _await_all(self, kind: str, timeout_s: float, only: set[int] | None = None,
+                   strict: bool = True) -> dict[int, dict]:
+        """Collect one `kind` message from each client (or from `only`); other traffic is dropped."""
+        waiting = set(only if only is not None else self.peers)
+        got: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                if strict:
+                    raise RunAborted(f"clients {sorted(waiting)} sent no {kind} within {timeout_s:.0f} s")
+                log.warning("clients %s sent no %s within %.0f s", sorted(waiting), kind, timeout_s)
+                break
+            self.health_check()
+            item = self.sock.recv(POLL_INTERVAL_S * 5)
+            if item is None:
+                continue
+            identity, msg = item
+            rank = self.ranks.get(identity)
+            if isinstance(msg, ProtocolError):
+                self._reject(identity, str(msg))
+            elif rank is None:
+                self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
+            elif msg.type == "ERROR":
+                reason = msg.meta.get("reason")
+                if strict and rank in waiting:
+                    raise RunAborted(f"client {rank} failed while waiting for {kind}: {reason}")
+                log.error("client %d reports: %s", rank, reason)
+            elif msg.type == kind and rank in waiting:
+                got[rank] = msg.meta
+                waiting.discard(rank)
+            # anything else (late UPDATEs after END) belongs to a finished phase: dropped
+        return got
+
+    def _shutdown(self) -> None:
+        for peer in self.peers.values():
+            self.sock.send(peer.identity, Message("SHUTDOWN"))

@@ -1,0 +1,102 @@
+"""Evaluation off the coordinator's message loop: a worker thread tests model snapshots.
+
+The loop hands over a snapshot (θ, buffers, and the counters at that instant) and goes back to its
+messages; results come back through `results()` carrying the snapshot's time, so time-to-accuracy
+is measured when the model existed, not when its test finished. If evaluations fall behind, only
+the newest pending snapshot is kept (the curve gets coarser; the loop never waits).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+
+from edgesync.models import build_model
+from edgesync.params import set_buffers, set_params
+
+
+@dataclass
+class Snapshot:
+    params: torch.Tensor
+    buffers: torch.Tensor
+    info: dict[str, Any]  # counters at the snapshot's time: algorithm, time_s, updates, …
+
+
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of `model` on (x, y)."""
+    model.eval()
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(y), batch_size):
+            out = model(x[i:i + batch_size])
+            loss += float(F.cross_entropy(out, y[i:i + batch_size], reduction="sum"))
+            correct += int((out.argmax(1) == y[i:i + batch_size]).sum())
+    return correct / len(y), loss / len(y)
+
+
+class Evaluator:
+    def __init__(self, model_name: str, num_classes: int, in_channels: int,
+                 x: torch.Tensor, y: torch.Tensor, batch_size: int):
+        self.model = build_model(model_name, num_classes=num_classes, in_channels=in_channels)
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self._pending: Snapshot | None = None
+        self._cond = threading.Condition()
+        self._results: queue.Queue[dict] = queue.Queue()
+        self._busy = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._work, name="evaluator", daemon=True)
+        self._thread.start()
+
+    def submit(self, snapshot: Snapshot) -> None:
+        with self._cond:
+            self._pending = snapshot  # newest wins
+            self._cond.notify()
+
+    def evaluate_now(self, snapshot: Snapshot) -> dict:
+        """Synchronous evaluation (used for the final model of an algorithm)."""
+        self.drain()
+        return self._run(snapshot)
+
+    def results(self) -> list[dict]:
+        out = []
+        while True:
+            try:
+                out.append(self._results.get_nowait())
+            except queue.Empty:
+                return out
+
+    def drain(self) -> None:
+        """Wait until no snapshot is pending or being evaluated."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending is None and not self._busy)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None or self._closed)
+                if self._closed:
+                    return
+                snap, self._pending, self._busy = self._pending, None, True
+            try:
+                self._results.put(self._run(snap))
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _run(self, snap: Snapshot) -> dict:
+        set_params(self.model, snap.params)
+        if snap.buffers.numel():
+            set_buffers(self.model, snap.buffers)
+        acc, loss = evaluate(self.model, self.x, self.y, self.batch_size)
+        return {**snap.info, "test_acc": round(acc, 6), "test_loss": round(loss, 6)}

@@ -1,0 +1,108 @@
+"""`edgesync run` on one machine: a coordinator in this process, one process per client.
+
+Each client process is the same `edgesync client` a lab machine runs, started with one torch
+thread and glibc's mmap threshold raised (constants.py says why). Their logs go to the run
+folder's `logs/`. If a client process dies, the run stops with the end of its log.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
+from edgesync.metrics.recorder import RunRecorder
+from edgesync.metrics.report import render_report
+from edgesync.metrics.summary import summarize
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime.coordinator import Coordinator, RunAborted
+from edgesync.runtime.progress import Progress
+from edgesync.scenario import Scenario
+
+log = logging.getLogger("edgesync.launcher")
+
+
+def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
+    if out is not None:
+        return Path(out)
+    name = scenario.output.name or f"{scenario.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    return Path(scenario.output.dir) / name
+
+
+def client_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(CLIENT_THREAD_ENV)
+    env.update(MALLOC_ENV)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class LocalClients:
+    """The client processes of a local run; always stopped on the way out."""
+
+    def __init__(self, address: str, count: int, log_dir: Path, data_root: str | None = None):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.logs = [log_dir / f"client-{rank}.log" for rank in range(count)]
+        self.procs: list[subprocess.Popen] = []
+        for rank, path in enumerate(self.logs):
+            cmd = [sys.executable, "-m", "edgesync.cli", "client", "--connect", address, "--rank", str(rank)]
+            if data_root:
+                cmd += ["--data-root", data_root]
+            with open(path, "w") as out:
+                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(),
+                                                   stdin=subprocess.DEVNULL))
+
+    def check(self) -> None:
+        """Raise if any client process has died (it would otherwise stall a barrier)."""
+        for rank, p in enumerate(self.procs):
+            code = p.poll()
+            if code is not None:
+                tail = "".join(self.logs[rank].read_text(errors="replace").splitlines(True)[-15:])
+                raise RunAborted(f"client {rank} exited with code {code}; end of {self.logs[rank]}:\n{tail}")
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        for p in self.procs:
+            try:
+                p.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def finish_run(run_dir: Path, scenario: Scenario) -> dict:
+    """summary.json and report.md from what the run folder holds."""
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    clients = read_jsonl(run_dir / "clients.jsonl")
+    names = {a.key: a.name for a in scenario.algorithms}
+    baseline = scenario.algorithms[0].key
+    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=baseline)
+    recorder = RunRecorder(run_dir)
+    recorder.write_summary(summary)
+    recorder.close()
+    render_report(run_dir)
+    return summary
+
+
+def run_live(scenario: Scenario, run_dir: Path, progress: bool = True) -> dict:
+    """Run every algorithm of `scenario` with local client processes; returns the summary."""
+    display = Progress(enabled=progress)
+    with RunRecorder(run_dir) as recorder:
+        recorder.write_scenario(scenario.resolved())
+        coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=display)
+        clients = LocalClients(coordinator.address, len(scenario.clients), run_dir / "logs")
+        coordinator.health_check = clients.check
+        try:
+            coordinator.run()
+        finally:
+            display.close()
+            clients.stop()
+            coordinator.close()
+    return finish_run(run_dir, scenario)

@@ -1,0 +1,84 @@
+"""What a run trains: data splits per client, the initial model, a client's trainer, evaluation data.
+
+Shared by the coordinator (which splits the data and owns θ₀) and the clients (which build trainers
+from what the coordinator sends), so both sides agree on every detail.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from edgesync.algorithms.base import ModelState
+from edgesync.data.datasets import ArrayDataset, load_dataset, to_tensor
+from edgesync.data.partition import partition
+from edgesync.models import build_model
+from edgesync.params import get_buffers, get_params
+from edgesync.scenario import DatasetSpec, PartitionSpec, Scenario
+from edgesync.trainer import StepHook, Trainer
+
+
+@lru_cache(maxsize=2)
+def dataset(name: str, root: str | None, train_size: int | None) -> ArrayDataset:
+    data = load_dataset(name, root)
+    if train_size is not None and train_size < len(data.train_y):
+        data.train_x, data.train_y = data.train_x[:train_size], data.train_y[:train_size]
+    return data
+
+
+def scenario_dataset(spec: DatasetSpec) -> ArrayDataset:
+    return dataset(spec.name, spec.root, spec.train_size)
+
+
+def client_splits(scenario: Scenario, labels: np.ndarray) -> list[np.ndarray]:
+    """Training-sample indices for each client.
+
+    Clients that share a partition spec form a group. With one group (the usual case) the
+    scenario's partitioner splits the whole training set. With several (some clients have their own
+    `partition:`), the training set is first shuffled into disjoint pools sized by group, then each
+    pool is split among its group by that group's partitioner: splits stay disjoint.
+    """
+    specs: list[PartitionSpec] = [c.partition or scenario.partition for c in scenario.clients]
+    groups: dict[str, list[int]] = {}
+    for rank, spec in enumerate(specs):
+        groups.setdefault(spec.model_dump_json(), []).append(rank)
+    rng = np.random.default_rng([scenario.seed, 0xDA7A])
+    if len(groups) == 1:
+        pools = [np.arange(len(labels))]
+    else:
+        order = rng.permutation(len(labels))
+        sizes = [len(members) * len(labels) // len(specs) for members in groups.values()]
+        pools = np.split(order, np.cumsum(sizes)[:-1])
+    splits: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(specs)
+    for (key, members), pool, g in zip(groups.items(), pools, range(len(groups))):
+        spec = specs[members[0]]
+        parts = partition(labels[pool], len(members), spec.kind, seed=scenario.seed + g,
+                          alpha=spec.alpha, shards_per_client=spec.shards_per_client)
+        for rank, part in zip(members, parts):
+            splits[rank] = np.sort(pool[part]).astype(np.int64)
+    return splits
+
+
+def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
+    """θ₀ from the scenario's seed: every algorithm of a run starts from the same model."""
+    torch.manual_seed(scenario.seed)
+    model = build_model(scenario.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
+    return ModelState(params=get_params(model), buffers=get_buffers(model))
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device!r} was asked for but this machine has no usable CUDA GPU")
+    return dev
+
+
+def make_trainer(data: ArrayDataset, model_name: str, indices: np.ndarray, batch_size: int, seed: int,
+                 device: torch.device, hook: StepHook) -> Trainer:
+    x = to_tensor(data.train_x[indices], data.mean, data.std).to(device)
+    y = torch.as_tensor(data.train_y[indices], dtype=torch.int64).to(device)
+    model = build_model(model_name, num_classes=data.num_classes, in_channels=data.input_shape[0])
+    return Trainer(model=model, x=x, y=y, batch_size=batch_size, seed=seed, device=device, hook=hook)

@@ -1,0 +1,233 @@
+"""Scenario files: YAML validated into typed models, with errors that name file, key, value and need.
+
+A scenario overrides only what differs from the defaults below. `load_scenario(path, overrides)`
+applies `--set key.path=value` overrides to the raw YAML before validation, so they are checked
+exactly like the file. Every problem becomes a `ScenarioError` whose lines read
+`FILE: key.path: problem (got VALUE)`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from edgesync import algorithms
+from edgesync.data.partition import PARTITION_KINDS
+from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
+
+# Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
+AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs())], Field(discriminator="name")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetSpec(Strict):
+    name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist"] = "fashion_mnist"
+    root: str | None = Field(None, description="data folder; EDGESYNC_DATA wins over it")
+    train_size: int | None = Field(None, ge=1, description="use only the first N training samples")
+
+
+class ModelSpec(Strict):
+    name: Literal["cnn", "resnet18"] = "cnn"
+
+
+class PartitionSpec(Strict):
+    kind: Literal[PARTITION_KINDS] = "iid"  # type: ignore[valid-type]
+    alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (kind: dirichlet)")
+    shards_per_client: int = Field(2, ge=1, description="shards per client (kind: shards)")
+
+
+class ClientSpec(Strict):
+    profile: Profile = ConstantProfile(factor=1)
+    partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
+    device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile(cls, value: Any) -> Profile:
+        return parse_profile(value)
+
+
+class StopSpec(Strict):
+    time_budget_s: float = Field(60.0, gt=0, description="wall (or virtual) seconds per algorithm")
+    target_acc: float | None = Field(0.8, gt=0, le=1, description="accuracy for time-to-accuracy")
+    stop_at_target: bool = Field(False, description="end an algorithm once it reaches target_acc")
+    max_updates: int | None = Field(None, ge=1, description="global model updates per algorithm")
+
+
+class EvalSpec(Strict):
+    every_s: float = Field(2.0, gt=0, description="evaluate the global model this often")
+    test_size: int | None = Field(2000, ge=1, description="test samples per evaluation; null = all")
+    batch_size: int = Field(1000, ge=1)
+
+
+class OutputSpec(Strict):
+    dir: str = Field("runs", description="parent folder of run folders")
+    name: str | None = Field(None, description="run folder name; default: scenario name + time")
+
+
+class Scenario(Strict):
+    name: str
+    description: str = ""
+    seed: int = 0
+    runtime: Literal["live"] = "live"
+    dataset: DatasetSpec = DatasetSpec()
+    model: ModelSpec = ModelSpec()
+    partition: PartitionSpec = PartitionSpec()
+    clients: list[ClientSpec] = Field(min_length=1)
+    algorithms: list[AlgorithmEntry] = Field(min_length=1)  # type: ignore[valid-type]
+    stop: StopSpec = StopSpec()
+    eval: EvalSpec = EvalSpec()
+    output: OutputSpec = OutputSpec()
+
+    @field_validator("clients", mode="before")
+    @classmethod
+    def _clients(cls, value: Any) -> Any:
+        """`clients: 4` means four undisturbed clients; a list gives each its own settings."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError("needs at least one client")
+            return [{} for _ in range(value)]
+        if isinstance(value, list):
+            return [{"profile": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> "Scenario":
+        keys = [a.key for a in self.algorithms]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"algorithm entries need distinct labels; repeated: {', '.join(dup)} "
+                             "(give each a `label:`)")
+        return self
+
+    @property
+    def profiles(self) -> list[GammaProfile | ConstantProfile]:
+        return [c.profile for c in self.clients]
+
+    def resolved(self) -> dict:
+        """The scenario with every default filled in, as plain data (what a run folder records)."""
+        data = self.model_dump(mode="json")
+        for client, spec in zip(data["clients"], self.clients):
+            client["profile"] = spec.profile.model_dump(mode="json")
+        return data
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used; `str()` lists every problem, one per line."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+
+
+def _loc(loc: tuple) -> str:
+    # Drop the discriminator tags pydantic inserts (algorithms.1.ssgd.lr → algorithms.1.lr) and the
+    # union-member names it inserts for profiles.
+    tags = set(algorithms.names()) | {"ConstantProfile", "GammaProfile", "constant", "gamma"}
+    parts = [str(p) for p in loc if str(p) not in tags]
+    return ".".join(parts) or "(top level)"
+
+
+def _format(err: ValidationError) -> list[str]:
+    problems = []
+    for e in err.errors():
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (not part of the scenario schema)"
+        elif e["type"] == "union_tag_invalid":
+            msg = f"unknown algorithm {e['input'].get('name')!r}; registered: {', '.join(algorithms.names())}" \
+                if isinstance(e.get("input"), dict) else msg
+        elif e["type"] == "union_tag_not_found":
+            msg = "each algorithm entry needs a `name:`"
+        value = e.get("input")
+        shown = "" if e["type"] in ("missing", "extra_forbidden", "union_tag_not_found") or isinstance(value, (dict, list)) \
+            else f" (got {value!r})"
+        if e["type"] == "extra_forbidden":
+            shown = ""
+        problems.append(f"{_loc(e['loc'])}: {msg}{shown}")
+    # pydantic reports a failed union once per member; keep each line once.
+    return list(dict.fromkeys(problems))
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    """'algorithms.0.lr=0.1' → (['algorithms', 0, 'lr'], 0.1). Values are YAML: 10, x10, [1, 2], null."""
+    if "=" not in text:
+        raise ScenarioError("--set", [f"{text!r}: expected KEY=VALUE, e.g. stop.time_budget_s=30"])
+    key, raw = text.split("=", 1)
+    path: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
+    if not key.strip() or any(p == "" for p in path):
+        raise ScenarioError("--set", [f"{text!r}: empty key"])
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ScenarioError("--set", [f"{key}: value {raw!r} is not valid YAML ({exc})"]) from None
+    return path, value
+
+
+def apply_override(data: dict, path: list[str | int], value: Any, source: str = "--set") -> None:
+    node: Any = data
+    for i, part in enumerate(path[:-1]):
+        where = ".".join(map(str, path[: i + 1]))
+        if isinstance(node, list):
+            if not isinstance(part, int) or part >= len(node):
+                raise ScenarioError(source, [f"{where}: no such list item (the list has {len(node)})"])
+            node = node[part]
+        elif isinstance(node, dict):
+            if part not in node or node[part] is None:
+                node[part] = {}
+            elif not isinstance(node[part], (dict, list)):
+                if part == "clients" and isinstance(node[part], int):
+                    node[part] = [{} for _ in range(node[part])]
+                else:
+                    raise ScenarioError(source, [f"{where}: is a value, not a section"])
+            node = node[part]
+        else:
+            raise ScenarioError(source, [f"{where}: cannot descend into {node!r}"])
+    last = path[-1]
+    if isinstance(node, list):
+        if not isinstance(last, int) or last >= len(node):
+            raise ScenarioError(source, [f"{'.'.join(map(str, path))}: no such list item"])
+    node[last] = value
+
+
+def scenario_from_dict(data: Any, source: str = "<scenario>") -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [f"a scenario is a YAML mapping, not {type(data).__name__}"])
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(source, _format(err)) from None
+
+
+def load_raw(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(str(path), [f"cannot read the file ({exc.strerror})"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(str(path), [f"not valid YAML: {exc}"]) from None
+    if data is None:
+        raise ScenarioError(str(path), ["the file is empty"])
+    return data
+
+
+def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
+    data = load_raw(path)
+    if isinstance(data, dict):
+        data.setdefault("name", Path(path).stem)
+        for text in overrides:
+            key_path, value = parse_override(text)
+            apply_override(data, key_path, value)
+    source = str(path) + (" with --set " + " ".join(overrides) if overrides else "")
+    return scenario_from_dict(data, source)

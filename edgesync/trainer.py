@@ -1,0 +1,128 @@
+"""The local trainer: one model, one client's data, mini-batch gradients and SGD steps on flat vectors.
+
+Algorithms call it; they never see data loading, devices or throttling. A `StepHook` (the device
+profile's throttle in the live runtime, a virtual clock in the simulator) is told about every step,
+which is how heterogeneity is emulated *around* the algorithm.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from edgesync import params as flat
+
+
+class StepHook(Protocol):
+    def after_step(self, started: float) -> None:
+        """Called right after a step's computation, with the perf_counter time the step began."""
+
+
+class NoHook:
+    def after_step(self, started: float) -> None:
+        return None
+
+
+@dataclass
+class TrainerStats:
+    steps: int = 0
+    samples: int = 0
+    compute_s: float = 0.0  # computation plus injected throttling delay: the emulated device's time
+    last_step_s: float = 0.0
+
+
+@dataclass
+class Trainer:
+    model: nn.Module
+    x: torch.Tensor  # (N, C, H, W) float32, this client's training data, on `device`
+    y: torch.Tensor  # (N,) int64
+    batch_size: int
+    seed: int
+    device: torch.device = torch.device("cpu")
+    hook: StepHook = field(default_factory=NoHook)
+    stats: TrainerStats = field(default_factory=TrainerStats)
+
+    def __post_init__(self) -> None:
+        if len(self.x) == 0:
+            raise ValueError("trainer: this client has no training samples")
+        self.model.to(self.device).train()
+        self._params = list(self.model.parameters())
+        self._rng = np.random.default_rng(self.seed)
+        self._order = np.empty(0, dtype=np.int64)
+        self._cursor = 0
+
+    # -- model state as flat vectors -------------------------------------------------------------
+    @property
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self._params)
+
+    def get_params(self) -> torch.Tensor:
+        return flat.get_params(self.model)
+
+    def set_params(self, theta: torch.Tensor) -> None:
+        flat.set_params(self.model, theta)
+
+    def get_buffers(self) -> torch.Tensor:
+        return flat.get_buffers(self.model)
+
+    def set_buffers(self, buffers: torch.Tensor) -> None:
+        flat.set_buffers(self.model, buffers)
+
+    # -- data ------------------------------------------------------------------------------------
+    def _next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampling without replacement, reshuffled every epoch of this client's data."""
+        n = len(self.x)
+        b = min(self.batch_size, n)
+        if self._cursor + b > len(self._order):
+            self._order = self._rng.permutation(n)
+            self._cursor = 0
+        idx = torch.from_numpy(self._order[self._cursor:self._cursor + b])
+        self._cursor += b
+        return self.x[idx], self.y[idx]
+
+    # -- computation -----------------------------------------------------------------------------
+    def gradient(self, weight_decay: float = 0.0) -> tuple[torch.Tensor, float]:
+        """One mini-batch gradient of the mean loss at the current parameters: (g flat, loss).
+
+        Weight decay is added here, on the side that computes the gradient (ALGORITHMS.md).
+        """
+        started = time.perf_counter()
+        xb, yb = self._next_batch()
+        self.model.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(self.model(xb), yb)
+        loss.backward()
+        g = flat.get_grads(self.model)
+        if weight_decay:
+            g.add_(self.get_params(), alpha=weight_decay)
+        self._account(started, len(yb))
+        return g, loss.item()
+
+    def sgd_steps(self, steps: int, lr: float, momentum: float = 0.0,
+                  weight_decay: float = 0.0, velocity: torch.Tensor | None = None) -> tuple[float, torch.Tensor | None]:
+        """`steps` local SGD steps in place (heavy-ball momentum if > 0): returns (mean loss, velocity)."""
+        theta = self.get_params()
+        losses = []
+        for _ in range(steps):
+            self.set_params(theta)
+            g, loss = self.gradient(weight_decay)
+            losses.append(loss)
+            if momentum:
+                velocity = g if velocity is None else velocity.mul_(momentum).add_(g)
+                theta.sub_(velocity, alpha=lr)
+            else:
+                theta.sub_(g, alpha=lr)
+        self.set_params(theta)
+        return float(np.mean(losses)) if losses else 0.0, velocity
+
+    def _account(self, started: float, samples: int) -> None:
+        self.hook.after_step(started)
+        elapsed = time.perf_counter() - started
+        self.stats.steps += 1
+        self.stats.samples += samples
+        self.stats.compute_s += elapsed
+        self.stats.last_step_s = elapsed

@@ -1,0 +1,159 @@
+"""The EdgeSync wire protocol, version 1: every message, its frames, and how they are checked.
+
+Frame layout (a client's DEALER sends these; the coordinator's ROUTER sees its identity frame first):
+
+    frame 0   header: UTF-8 JSON object
+              {"proto": "edgesync", "v": 1, "type": "<TYPE>", "meta": {...},
+               "tensors": [{"name": str, "dtype": "float32"|"float16"|"int32"|"int64"|"uint8",
+                            "shape": [int, ...]}, ...]}
+    frame 1…n one frame per entry of "tensors", in order: the tensor's raw bytes, C order,
+              little-endian, sent and received without copies.
+
+Message types, and who sends them:
+
+    client → coordinator      coordinator → client
+    HELLO   host info, wishes  WELCOME   rank, run name
+    READY   set up for algo    SETUP     one algorithm's client config (+ partition indices)
+    CALIBRATED reference step  CALIBRATE measure the undisturbed step time now
+    UPDATE  an algorithm's     TRAIN     an algorithm's instruction
+            update             END       the algorithm is over: send your statistics
+    STATS   per-client totals  SHUTDOWN  the run is over: exit
+    ERROR   what went wrong    ERROR     what was wrong with your message
+
+Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
+goes on serving everyone else.
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
+
+CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "STATS", "ERROR"})
+COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "END", "SHUTDOWN", "ERROR"})
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32, "float16": torch.float16, "int32": torch.int32,
+    "int64": torch.int64, "uint8": torch.uint8,
+}
+_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+MAX_HEADER_BYTES = 1 << 20
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol. The text says what and is safe to send back."""
+
+
+@dataclass
+class Message:
+    type: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def to_frames(self) -> list:
+        """Header bytes, then each tensor's memory (no copy for contiguous CPU tensors)."""
+        specs, payload = [], []
+        for name, t in self.tensors.items():
+            if t.dtype not in _DTYPE_NAMES:
+                raise ProtocolError(f"tensor {name!r}: dtype {t.dtype} cannot be sent")
+            t = t.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            t = t.contiguous()
+            specs.append({"name": name, "dtype": _DTYPE_NAMES[t.dtype], "shape": list(t.shape)})
+            # uint8 view: one buffer type for every dtype (numpy has no bfloat16 and is not needed).
+            payload.append(memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else b"")
+        header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type,
+                  "meta": self.meta, "tensors": specs}
+        return [json.dumps(header, separators=(",", ":"), allow_nan=False).encode(), *payload]
+
+    @classmethod
+    def from_frames(cls, frames: list, allowed: frozenset[str] | None = None) -> "Message":
+        """Parse and check frames (bytes, memoryviews or zmq.Frame); tensors are zero-copy views."""
+        if not frames:
+            raise ProtocolError("empty message")
+        raw = _buffer(frames[0])
+        if len(raw) > MAX_HEADER_BYTES:
+            raise ProtocolError(f"header of {len(raw)} bytes exceeds {MAX_HEADER_BYTES}")
+        try:
+            header = json.loads(bytes(raw))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProtocolError(f"header is not UTF-8 JSON ({exc.__class__.__name__})") from None
+        if not isinstance(header, dict):
+            raise ProtocolError("header is not a JSON object")
+        if header.get("proto") != PROTOCOL_NAME:
+            raise ProtocolError(f"not an {PROTOCOL_NAME} message (proto={header.get('proto')!r})")
+        if header.get("v") != PROTOCOL_VERSION:
+            raise ProtocolError(f"protocol version {header.get('v')!r} is not supported; "
+                                f"this side speaks version {PROTOCOL_VERSION}")
+        kind = header.get("type")
+        if not isinstance(kind, str) or (allowed is not None and kind not in allowed):
+            raise ProtocolError(f"unexpected message type {kind!r}")
+        meta = header.get("meta", {})
+        specs = header.get("tensors", [])
+        if not isinstance(meta, dict) or not isinstance(specs, list):
+            raise ProtocolError("header fields 'meta' must be an object and 'tensors' a list")
+        if len(specs) != len(frames) - 1:
+            raise ProtocolError(f"header lists {len(specs)} tensors but {len(frames) - 1} data frames came")
+        tensors = {}
+        for spec, frame in zip(specs, frames[1:]):
+            name, t = _tensor(spec, _buffer(frame))
+            tensors[name] = t
+        return cls(kind, meta, tensors)
+
+
+def _buffer(frame) -> memoryview:
+    if hasattr(frame, "buffer"):  # zmq.Frame
+        return frame.buffer
+    return memoryview(frame)
+
+
+def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
+    if not isinstance(spec, dict):
+        raise ProtocolError("tensor spec is not an object")
+    name, dtype, shape = spec.get("name"), spec.get("dtype"), spec.get("shape")
+    if not isinstance(name, str) or dtype not in DTYPES:
+        raise ProtocolError(f"tensor spec {spec!r}: needs a name and a dtype in {sorted(DTYPES)}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ProtocolError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints")
+    torch_dtype = DTYPES[dtype]
+    expected = math.prod(shape) * torch.empty(0, dtype=torch_dtype).element_size()
+    if len(buf) != expected:
+        raise ProtocolError(f"tensor {name!r}: {len(buf)} bytes for {dtype}{shape}, expected {expected}")
+    if expected == 0:
+        return name, torch.zeros(shape, dtype=torch_dtype)
+    with warnings.catch_warnings():  # zmq buffers are flagged read-only; the contract says clone first
+        warnings.simplefilter("ignore", UserWarning)
+        flat = torch.frombuffer(buf, dtype=torch.uint8)
+    return name, flat.view(torch_dtype).view(shape)
+
+
+def host_info(device: str) -> dict[str, Any]:
+    """What a client reports about itself in HELLO."""
+    import os
+    import platform
+
+    import psutil
+
+    info: dict[str, Any] = {
+        "host": platform.node(), "pid": os.getpid(), "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "torch": torch.__version__, "device": device, "gpu": None,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return info
+
+
+def to_jsonable(value: Any) -> Any:
+    """Meta values must be plain JSON: numpy scalars become Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

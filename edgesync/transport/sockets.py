@@ -1,0 +1,105 @@
+"""Sockets behind a small API: the coordinator's ROUTER and a client's DEALER, counting bytes.
+
+Bytes are counted where frames are sent and received: the sum of frame lengths (header + tensor
+data) of every message, per peer and direction. ZeroMQ's own framing (2–9 bytes a frame) and
+TCP/IP headers are not included.
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import zmq
+
+from edgesync.constants import MAX_MESSAGE_BYTES
+from edgesync.transport.protocol import CLIENT_TYPES, COORDINATOR_TYPES, Message, ProtocolError
+
+log = logging.getLogger(__name__)
+
+# Below this, pyzmq copies faster than it can track a zero-copy buffer.
+_ZERO_COPY_MIN_BYTES = 64 * 1024
+
+
+def _frames_size(frames) -> int:
+    return sum(len(f.buffer) if isinstance(f, zmq.Frame) else len(f) for f in frames)
+
+
+def _send(sock: zmq.Socket, frames: list) -> None:
+    big = any(len(f) >= _ZERO_COPY_MIN_BYTES for f in frames)
+    sock.send_multipart(frames, copy=not big)
+
+
+class CoordinatorSocket:
+    """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes)."""
+
+    def __init__(self, address: str, context: zmq.Context | None = None):
+        self.context = context or zmq.Context.instance()
+        self.sock = self.context.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished peer raises, not drops
+        self.sock.bind(address)
+        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.bytes_in: dict[bytes, int] = defaultdict(int)
+        self.bytes_out: dict[bytes, int] = defaultdict(int)
+        self._poller = zmq.Poller()
+        self._poller.register(self.sock, zmq.POLLIN)
+
+    def send(self, peer: bytes, message: Message) -> int:
+        frames = message.to_frames()
+        size = _frames_size(frames)
+        try:
+            _send(self.sock, [peer, *frames])
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: the peer disconnected
+            log.warning("cannot send %s to %r: %s", message.type, peer, exc)
+            return 0
+        self.bytes_out[peer] += size
+        return size
+
+    def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
+        """The next message, a ProtocolError for a bad one (with its sender), or None on timeout."""
+        if not self._poller.poll(max(0, int(timeout_s * 1000))):
+            return None
+        frames = self.sock.recv_multipart(copy=False)
+        peer = frames[0].bytes
+        self.bytes_in[peer] += _frames_size(frames[1:])
+        try:
+            return peer, Message.from_frames(frames[1:], CLIENT_TYPES)
+        except ProtocolError as exc:
+            return peer, exc
+
+    def close(self) -> None:
+        self.sock.close(linger=200)
+
+
+class ClientSocket:
+    """DEALER connected to the coordinator. ZeroMQ reconnects by itself if the link drops."""
+
+    def __init__(self, address: str, context: zmq.Context | None = None):
+        self.context = context or zmq.Context.instance()
+        self.sock = self.context.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        self.sock.connect(address)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self._poller = zmq.Poller()
+        self._poller.register(self.sock, zmq.POLLIN)
+
+    def send(self, message: Message) -> int:
+        frames = message.to_frames()
+        _send(self.sock, frames)
+        size = _frames_size(frames)
+        self.bytes_out += size
+        return size
+
+    def recv(self, timeout_s: float) -> Message | None:
+        """The next message or None on timeout. Raises ProtocolError for a malformed one."""
+        if not self._poller.poll(max(0, int(timeout_s * 1000))):
+            return None
+        frames = self.sock.recv_multipart(copy=False)
+        self.bytes_in += _frames_size(frames)
+        return Message.from_frames(frames, COORDINATOR_TYPES)
+
+    def close(self) -> None:
+        self.sock.close(linger=2000)

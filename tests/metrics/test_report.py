@@ -1,0 +1,125 @@
+"""render_report(): a fabricated run folder becomes report.md plus four valid PNGs."""
+
+import struct
+
+import pytest
+
+from edgesync.metrics.recorder import RunRecorder, read_jsonl
+from edgesync.metrics.report import render_report
+from edgesync.metrics.summary import summarize
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PLOTS = ["accuracy_vs_time.png", "accuracy_vs_updates.png", "bytes_vs_time.png", "compute_ratio.png"]
+SCENARIO = {
+    "name": "fmnist-two", "seed": 3, "runtime": "live", "dataset": "fashion_mnist", "model": "cnn",
+    "partition": {"kind": "dirichlet", "alpha": 0.5}, "stop": {"target_acc": 0.85},
+    "clients": [{"profile": "x1"}, {"profile": "x10"}],
+    "algorithms": [{"name": "ssgd"}, {"name": "asgd", "label": "asgd-lr0.1"}],
+}
+# label -> [(time_s, test_acc, updates, samples, bytes_up, bytes_down)]
+EVALS = {
+    "ssgd": [(0.0, 0.10, 0, 0, 0, 0), (10.0, 0.60, 5, 640, 1_000_000, 2_000_000),
+             (20.0, 0.85, 10, 1280, 2_000_000, 4_000_000), (30.0, 0.80, 15, 1920, 3_000_000, 6_000_000)],
+    "asgd-lr0.1": [(0.0, 0.10, 0, 0, 0, 0), (5.0, 0.90, 20, 1280, 4_000_000, 4_000_000),
+                   (8.0, 0.88, 32, 2048, 6_400_000, 6_400_000)],
+}
+# label -> [(client, profile, compute_s, wait_s, wall_s)]
+CLIENTS = {
+    "ssgd": [(0, "x1", 24.0, 6.0, 30.0), (1, "x10", 6.0, 24.0, 30.0)],
+    "asgd-lr0.1": [(0, "x1", 8.0, 0.0, 8.0), (1, "x10", 2.0, 6.0, 8.0)],
+}
+
+
+def _fabricate(run_dir, scenario=SCENARIO, with_summary=True, evals=EVALS, clients=CLIENTS):
+    with RunRecorder(run_dir) as rec:
+        rec.write_scenario(scenario)
+        for label, rows in evals.items():
+            for t, acc, updates, samples, up, down in rows:
+                rec.log_eval({"algorithm": label, "time_s": t, "updates": updates, "samples": samples,
+                              "test_acc": acc, "test_loss": 1 - acc, "bytes_up": up, "bytes_down": down,
+                              "wall_clock": 1.79e9 + t})
+        for label, rows in clients.items():
+            for rank, profile, compute_s, wait_s, wall_s in rows:
+                rec.log_client({"algorithm": label, "client": rank, "profile": profile, "host": f"pc{rank}",
+                                "device": "cpu", "compute_s": compute_s, "wait_s": wait_s, "wall_s": wall_s,
+                                "steps": 100 + rank, "samples": 3200 + rank, "bytes_up": 0, "bytes_down": 0})
+        if with_summary:
+            rec.write_summary(summarize(read_jsonl(run_dir / "metrics.jsonl"),
+                                        read_jsonl(run_dir / "clients.jsonl"), 0.85,
+                                        {"asgd-lr0.1": "asgd"}, baseline="ssgd"))
+
+
+def _assert_valid_png(path, min_bytes=10_000):
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, path
+    assert len(data) > min_bytes, f"{path} is only {len(data)} bytes"
+    width, height = struct.unpack(">II", data[16:24])       # the IHDR chunk
+    assert width >= 600 and height >= 400
+
+
+@pytest.fixture
+def rendered(tmp_path):
+    _fabricate(tmp_path)
+    return render_report(tmp_path)
+
+
+def test_report_has_title_setup_tables_and_plots(rendered, tmp_path):
+    text = rendered.read_text()
+
+    assert rendered == tmp_path / "report.md"
+    assert text.startswith("# fmnist-two\n")
+    for fact in ["2 clients (1 × x1, 1 × x10)", "dataset fashion_mnist", "model cnn",
+                 "partition dirichlet (alpha=0.5)", "seed 3", "`asgd-lr0.1` (asgd)", "85.00 %"]:
+        assert fact in text, fact
+    lines = text.splitlines()
+    # label | final | best | time to target | speedup vs first | updates | samples/s | MB up | MB down | ratio
+    assert ("| `ssgd` | 80.00 % | 85.00 % | 20.0 | 1.00× | 15 | 64.0 | 3.00 | 6.00 | 0.50 |") in lines
+    assert ("| `asgd-lr0.1` | 88.00 % | 90.00 % | 5.0 | 4.00× | 32 | 256 | 6.40 | 6.40 | 0.62 |") in lines
+    # entry | client | profile | host | device | compute s | wait s | ratio | steps | samples
+    assert "| `ssgd` | 1 | x10 | pc1 | cpu | 6.0 | 24.0 | 0.20 | 101 | 3,201 |" in lines
+    assert "| `asgd-lr0.1` | 0 | x1 | pc0 | cpu | 8.0 | 0.0 | 1.00 | 100 | 3,200 |" in lines
+    assert "wall-clock seconds" in text
+    for name in PLOTS:
+        assert f"](plots/{name})" in text
+
+
+def test_plots_are_valid_pngs(rendered, tmp_path):
+    for name in PLOTS:
+        _assert_valid_png(tmp_path / "plots" / name)
+
+
+def test_summary_is_recomputed_when_missing(tmp_path):
+    # Prepare: a simulated run that crashed before summary.json; a third entry never evaluated
+    scenario = {**SCENARIO, "runtime": "sim",
+                "algorithms": [*SCENARIO["algorithms"], {"name": "dc_asgd"}]}
+    _fabricate(tmp_path, scenario=scenario, with_summary=False)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"algorithm": "ssgd", "time_s": 40.0, "test_a')             # the crash, mid-line
+    # Execute
+    with pytest.warns(RuntimeWarning, match="truncated"):
+        text = render_report(tmp_path).read_text()
+    # Assert: the same numbers as from summary.json, the target from scenario's stop.target_acc
+    lines = text.splitlines()
+    assert "| `asgd-lr0.1` | 88.00 % | 90.00 % | 5.0 | 4.00× | 32 | 256 | 6.40 | 6.40 | 0.62 |" in lines
+    assert any(line.startswith("| `dc_asgd` (no evaluations) |") for line in lines)
+    assert "virtual seconds" in text
+    assert not (tmp_path / "summary.json").exists()                           # the report only reads
+    for name in PLOTS:
+        _assert_valid_png(tmp_path / "plots" / name)
+
+
+def test_target_not_reached_is_said_so(tmp_path):
+    _fabricate(tmp_path, scenario={**SCENARIO, "stop": {"target_acc": 0.95}}, with_summary=False)
+
+    lines = render_report(tmp_path).read_text().splitlines()
+
+    assert "| `ssgd` | 80.00 % | 85.00 % | not reached | — | 15 | 64.0 | 3.00 | 6.00 | 0.50 |" in lines
+
+
+def test_an_empty_folder_still_renders(tmp_path):
+    text = render_report(tmp_path).read_text()
+
+    assert text.startswith(f"# {tmp_path.name}\n")
+    assert "No client records" in text
+    for name in PLOTS:
+        _assert_valid_png(tmp_path / "plots" / name, min_bytes=3_000)
