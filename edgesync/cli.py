@@ -20,8 +20,8 @@ from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="EdgeSync: distributed training on heterogeneous, slow and badly connected devices.")
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
 def _load(path: Path, overrides: list[str]):

@@ -7,6 +7,7 @@ exactly like the file. Every problem becomes a `ScenarioError` whose lines read
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -136,12 +137,38 @@ def _loc(loc: tuple) -> str:
     return ".".join(parts) or "(top level)"
 
 
-def _format(err: ValidationError) -> list[str]:
+def _model_at(loc: tuple, data: Any) -> type[BaseModel] | None:
+    """The model class that holds the key at `loc` (for suggesting a close field name)."""
+    if loc[0] == "algorithms" and len(loc) >= 3:
+        try:
+            return algorithms.get(data["algorithms"][loc[1]]["name"]).config
+        except Exception:  # a broken entry has no model to suggest from
+            return None
+    model: type[BaseModel] | None = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if model else None
+        if field is None:
+            return None
+        candidates = [field.annotation, *getattr(field.annotation, "__args__", ())]
+        model = next((a for a in candidates if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return model
+
+
+def _suggest(loc: tuple, data: Any) -> str:
+    """'; did you mean X?' for a misspelt key."""
+    model = _model_at(loc, data)
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields) if model else [], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _format(err: ValidationError, data: Any = None) -> list[str]:
     problems = []
     for e in err.errors():
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key (not part of the scenario schema)"
+            msg = "unknown key (not part of the scenario schema" + _suggest(e["loc"], data) + ")"
         elif e["type"] == "union_tag_invalid":
             msg = f"unknown algorithm {e['input'].get('name')!r}; registered: {', '.join(algorithms.names())}" \
                 if isinstance(e.get("input"), dict) else msg
@@ -204,7 +231,7 @@ def scenario_from_dict(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(source, _format(err)) from None
+        raise ScenarioError(source, _format(err, data)) from None
 
 
 def load_raw(path: str | Path) -> dict:

@@ -6,8 +6,8 @@ crashed run can be re-plotted at any time:
     python -c "from pathlib import Path; from edgesync.metrics.report import render_report; \
                print(render_report(Path('runs/fmnist-4x')))"
 
-Accuracies are fractions in [0, 1] in the files and are shown in percent. Plots are drawn on matplotlib
-`Figure` objects (the Agg canvas), never through pyplot, so rendering touches no global backend state.
+Accuracies are fractions in [0, 1] in the files and are shown in percent. This module loads the folder
+and writes report.md; the plots are drawn by `edgesync.metrics.plots`.
 """
 
 from __future__ import annotations
@@ -23,38 +23,21 @@ from typing import Any
 
 import matplotlib
 import yaml
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
+from edgesync.emulation.profiles import ConstantProfile, parse_profile
+from edgesync.metrics.plots import (NONE, PLOT_STYLE, _num, _pct, _secs, _sort_key, plot_accuracy, plot_bytes,
+                                    plot_compute_ratio)
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.summary import compute_ratio, speedup, summarize
 
-DPI = 120
-FIG_SIZE_IN = (7.0, 4.2)           # width, height of every plot
 BYTES_PER_MB = 1e6                 # the report's MB are decimal megabytes
-MAX_LABELLED_BARS = 24             # above this many bars, the compute-ratio plot drops the value labels
-MAX_ANNOTATED_HITS = 4             # above this many entries reaching the target, the stars lose their times
-MAX_MARKED_POINTS = 40             # a curve with more evaluations is drawn without point markers
-PLOT_STYLE = {
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.axisbelow": True,
-    "grid.alpha": 0.35,
-    "grid.linestyle": ":",
-}
 PLOT_FILES = {  # file name -> caption in report.md
     "accuracy_vs_time.png": "Test accuracy vs time",
     "accuracy_vs_updates.png": "Test accuracy vs global model updates",
     "bytes_vs_time.png": "Cumulative traffic (up + down) vs time",
     "compute_ratio.png": "Compute-time ratio per client",
 }
-NONE = "—"
 
 
 @dataclass
@@ -221,18 +204,26 @@ def _describe_clients(run: RunData) -> str:
 
 
 def _profile_label(profile: Any) -> str:
-    """'x10' for a constant profile written as {'kind': 'constant', 'factor': 10}; else its description."""
-    if isinstance(profile, dict) and profile.get("kind", "constant") == "constant" and _num(profile.get("factor")):
-        return f"x{profile['factor']:g}"
-    return _describe(profile) or "?"
+    """A client's profile as clients.jsonl names it: 'x10' for 'x10' or {'kind': 'constant', 'factor': 10},
+    'gamma-hetero(μ=1,Vm=0.6)' for a gamma mapping, 'x1' when absent; else its description."""
+    if profile is None:
+        return ConstantProfile().label
+    try:
+        return parse_profile(profile).label
+    except (ValueError, TypeError):  # not a valid profile (pydantic's ValidationError is a ValueError)
+        return _describe(profile) or "?"
 
 
 def _partition_view(partition: Any) -> Any:
-    """A partition with only the parameter its kind uses (a resolved scenario carries them all)."""
+    """A partition with only the parameter its kind uses: alpha for dirichlet, shards_per_client for shards
+    (a resolved scenario carries them all; a written one may omit the kind, which defaults to iid)."""
     used = {"iid": (), "sorted_slices": (), "dirichlet": ("alpha",), "shards": ("shards_per_client",)}
-    if not isinstance(partition, dict) or partition.get("kind") not in used:
+    if not isinstance(partition, dict):
         return partition
-    return {"kind": partition["kind"], **{k: partition[k] for k in used[partition["kind"]] if k in partition}}
+    kind = partition.get("kind", "iid")
+    if kind not in used:
+        return partition
+    return {"kind": kind, **{k: partition[k] for k in used[kind] if k in partition}}
 
 
 def _clients_phrase(n: int, profiles: Counter) -> str:
@@ -299,191 +290,6 @@ def _md_table(header: list[str], rows: list[list[str]], align: str) -> list[str]
     return ["| " + " | ".join(cells) + " |" for cells in [header, rule, *rows]]
 
 
-# ---------------------------------------------------------------------------------------------- plots
-
-def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
-    """Test accuracy (%) against `x_key` ("time_s" or "updates"): one line per entry, the target dashed,
-    a star where each entry first reaches it."""
-    by_time = x_key == "time_s"
-    fig, ax = _new_plot(
-        "Test accuracy vs time" if by_time else "Test accuracy vs global model updates",
-        _time_label(run) if by_time else "Global model updates", "Test accuracy (%)")
-    series = {label: _series(run.metrics, label, x_key, lambda r: _num(r.get("test_acc"))) for label in run.labels}
-    hits = {label: _first_reaching(points, run.target_acc) for label, points in series.items()}
-    annotate = by_time and sum(hit is not None for hit in hits.values()) <= MAX_ANNOTATED_HITS
-    any_data = False
-    for i, (label, points) in enumerate(series.items()):
-        style = _line_style(i)
-        if not points:
-            ax.plot([], [], **style, label=f"{label} (no evaluations)")
-            continue
-        any_data = True
-        xs, ys = zip(*points)
-        ax.plot(xs, [100 * y for y in ys], **style, **_point_markers(points), label=label)
-        hit = hits[label]
-        if hit is not None:
-            ax.plot(hit[0], 100 * hit[1], marker="*", markersize=14, color=style["color"],
-                    markeredgecolor="black", markeredgewidth=0.6, linestyle="none", zorder=5)
-            if annotate:
-                ax.annotate(f"{_secs(hit[0])} s", (hit[0], 100 * hit[1]), xytext=(5, -13),
-                            textcoords="offset points", fontsize=8, color=style["color"])
-    handles, labels = ax.get_legend_handles_labels()
-    if run.target_acc is not None:
-        ax.axhline(100 * run.target_acc, color="0.35", linestyle="--", linewidth=1.0, zorder=1)
-        handles.append(Line2D([], [], color="0.35", linestyle="--", linewidth=1.0))
-        labels.append(f"target {_pct(run.target_acc)}")
-        if any_data:
-            handles.append(Line2D([], [], marker="*", markersize=11, color="0.6", markeredgecolor="black",
-                                  markeredgewidth=0.6, linestyle="none"))
-            labels.append("first reaches target")
-    if not any_data:
-        _no_data(ax, "no evaluations recorded")
-        ax.set_ylim(0, 100)
-    ax.set_xlim(left=0)
-    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    _legend(ax, handles, labels, loc="lower right")
-    return _save(fig, path)
-
-
-def plot_bytes(run: RunData, path: Path) -> Path:
-    """Cumulative bytes on the wire (up + down) against time, one line per entry."""
-    series = {label: _series(run.metrics, label, "time_s", _total_bytes) for label in run.labels}
-    peak = max((b for pts in series.values() for _, b in pts), default=0)
-    scale, unit = _byte_unit(peak)
-    fig, ax = _new_plot("Cumulative traffic on the wire (up + down)", _time_label(run), f"Traffic ({unit})")
-    for i, (label, points) in enumerate(series.items()):
-        style = _line_style(i)
-        if not points:
-            ax.plot([], [], **style, label=f"{label} (no evaluations)")
-            continue
-        xs, ys = zip(*points)
-        ax.plot(xs, [y / scale for y in ys], **style, **_point_markers(points), label=label)
-    if not any(series.values()):
-        _no_data(ax, "no traffic recorded")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    handles, labels = ax.get_legend_handles_labels()
-    _legend(ax, handles, labels, loc="upper left")
-    return _save(fig, path)
-
-
-def plot_compute_ratio(run: RunData, path: Path) -> Path:
-    """Grouped bars: for each entry (group) one bar per client, its compute time / wall time."""
-    fig, ax = _new_plot("Compute-time ratio per client", "Entry", "Compute time / wall time")
-    labels = [label for label in run.labels if any(str(r.get("algorithm")) == label for r in run.clients)]
-    labels += sorted({str(r.get("algorithm")) for r in run.clients} - set(labels))
-    ranks = sorted({r.get("client") for r in run.clients}, key=_sort_key)
-    profile = {}
-    for r in run.clients:
-        profile.setdefault(r.get("client"), r.get("profile"))
-    if not labels or not ranks:
-        _no_data(ax, "no client records")
-        ax.set_xticks([])
-        return _save(fig, path)
-
-    width = 0.8 / len(ranks)
-    colors = _client_colors(len(ranks))
-    peak = 0.0
-    for j, rank in enumerate(ranks):
-        xs, heights = [], []
-        for g, label in enumerate(labels):
-            row = next((r for r in run.clients if str(r.get("algorithm")) == label and r.get("client") == rank),
-                       None)
-            ratio = compute_ratio(row) if row is not None else None
-            if ratio is not None:
-                xs.append(g + (j - (len(ranks) - 1) / 2) * width)
-                heights.append(ratio)
-        peak = max([peak, *heights])
-        name = f"{rank} ({profile[rank]})" if profile.get(rank) else str(rank)
-        bars = ax.bar(xs, heights, width=width * 0.92, color=colors[j], label=name, edgecolor="white",
-                      linewidth=0.4)
-        if len(ranks) * len(labels) <= MAX_LABELLED_BARS:
-            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1.5)
-    ax.set_xticks(range(len(labels)), labels, rotation=20 if len(labels) > 4 else 0)
-    ax.set_ylim(0, max(1.0, peak) * 1.1)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.grid(False, axis="x")
-    handles, names = ax.get_legend_handles_labels()
-    ax.legend(handles, names, title="Client (profile)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
-              frameon=False, ncols=1 if len(ranks) <= 12 else 2)
-    return _save(fig, path)
-
-
-def _new_plot(title: str, xlabel: str | None, ylabel: str) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=FIG_SIZE_IN, dpi=DPI, layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_title(title)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True)
-    return fig, ax
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
-    return path
-
-
-def _legend(ax: Axes, handles: list, labels: list[str], loc: str) -> None:
-    if not handles:
-        return
-    if len(handles) > 7:  # many entries: outside, to the right, so no curve is hidden
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    else:
-        ax.legend(handles, labels, loc=loc, framealpha=0.9)
-
-
-def _no_data(ax: Axes, message: str) -> None:
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", color="0.45", fontsize=11)
-
-
-def _line_style(i: int) -> dict:
-    """Colour by entry; past ten entries the colours repeat with another dash pattern."""
-    return {"color": matplotlib.colormaps["tab10"](i % 10), "linewidth": 1.8,
-            "linestyle": ["-", "--", "-.", ":"][(i // 10) % 4]}
-
-
-def _point_markers(points: list) -> dict:
-    """Small dots on each evaluation, unless there are so many that they would blur the line."""
-    return {"marker": "o", "markersize": 3} if len(points) <= MAX_MARKED_POINTS else {}
-
-
-def _client_colors(n: int) -> list:
-    """Client colours, a palette apart from the entries' tab10 so a client is not read as an entry."""
-    if n <= 8:
-        return [matplotlib.colormaps["Set2"](i) for i in range(n)]
-    return [matplotlib.colormaps["viridis"](i / (n - 1)) for i in range(n)]
-
-
-def _time_label(run: RunData) -> str:
-    return "Virtual time (s)" if run.virtual_time else "Wall-clock time (s)"
-
-
-def _series(metrics: list[dict], label: str, x_key: str, y_of) -> list[tuple[float, float]]:
-    """(x, y) of one entry's evaluations that have both, sorted by x (stable)."""
-    points = [(_num(r.get(x_key)), y_of(r)) for r in metrics if str(r.get("algorithm")) == label]
-    return sorted(((x, y) for x, y in points if x is not None and y is not None), key=lambda p: p[0])
-
-
-def _first_reaching(points: list[tuple[float, float]], target: float | None) -> tuple[float, float] | None:
-    if target is None:
-        return None
-    return next(((x, y) for x, y in points if y >= target), None)
-
-
-def _total_bytes(row: dict) -> float | None:
-    up, down = _num(row.get("bytes_up")), _num(row.get("bytes_down"))
-    return None if up is None or down is None else up + down
-
-
-def _byte_unit(peak: float) -> tuple[float, str]:
-    for scale, unit in [(1e9, "GB"), (1e6, "MB"), (1e3, "kB")]:
-        if peak >= scale:
-            return scale, unit
-    return 1.0, "bytes"
-
-
 # ---------------------------------------------------------------------------------------------- helpers
 
 def _get(d: Any, *keys: str) -> Any:
@@ -520,16 +326,6 @@ def _describe(value: Any) -> str:
     return str(value)
 
 
-def _num(value: Any) -> float | int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return value
-
-
-def _sort_key(value: Any) -> tuple:
-    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
-
-
 def _text(value: Any) -> str:
     return NONE if value is None or value == "" else str(value).replace("|", "\\|")
 
@@ -537,18 +333,6 @@ def _text(value: Any) -> str:
 def _code(label: Any) -> str:
     """An entry label as inline code, safe inside a Markdown table."""
     return "`" + str(label).replace("|", "\\|") + "`"
-
-
-def _pct(value: Any) -> str:
-    v = _num(value)
-    return NONE if v is None else f"{100 * v:.2f} %"
-
-
-def _secs(value: float | None) -> str:
-    """Seconds to a tenth (a column reads evenly); below 0.1 s two significant digits."""
-    if value is None:
-        return NONE
-    return f"{value:,.1f}" if value == 0 or abs(value) >= 0.095 else f"{value:.2g}"
 
 
 def _times(value: float | None) -> str:

@@ -150,8 +150,9 @@ class Coordinator:
         run.bytes_out0 = dict(self.sock.bytes_out)
         budget = sc.stop.time_budget_s
         self.progress.start_algorithm(config.key, budget)
+        self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
+        next_eval = sc.eval.every_s
         run.started = time.perf_counter()
-        next_eval = 0.0
         self._dispatch(server.start())
         while True:
             now = time.perf_counter() - run.started

@@ -1,0 +1,20 @@
+# EdgeSync tasks. `make quickstart` and `make test` set everything up first (scripts/setup.sh).
+.PHONY: setup quickstart test test-fast bench clean
+
+export FLWR_TELEMETRY_ENABLED := 0
+PY := .venv/bin/python
+
+setup:
+	@bash scripts/setup.sh
+
+quickstart: setup
+	$(PY) -m edgesync.cli run scenarios/quickstart.yaml
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+clean:
+	rm -rf runs .pytest_cache

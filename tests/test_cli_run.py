@@ -1,0 +1,99 @@
+"""End to end, as a user runs it: `edgesync run` spawns real client processes on a small data slice."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+
+
+def edgesync(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgesync.cli", *args], cwd=REPO, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+QUICK = ["--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=5",
+         "--set", "stop.stop_at_target=false", "--set", "eval.test_size=500", "--set", "eval.every_s=1"]
+
+
+@pytest.mark.slow
+def test_run_quickstart_on_a_data_slice_writes_a_complete_run_folder(tmp_path):
+    out = tmp_path / "run"
+    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "report:" in result.stdout
+
+    resolved = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert resolved["dataset"]["train_size"] == 4000  # the override is what was run, and recorded
+    assert [c["profile"]["factor"] for c in resolved["clients"]] == [1, 1, 1, 10]
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary) == ["ssgd", "asgd"]
+    for entry in summary.values():
+        for key in ("final_acc", "best_acc", "time_to_target_s", "updates", "samples_per_s", "bytes_up", "bytes_down"):
+            assert key in entry
+        assert entry["updates"] > 0 and entry["bytes_up"] > 0 and entry["bytes_down"] > 0
+    # With a x10 straggler, ASGD applies many more updates than SSGD in the same time.
+    assert summary["asgd"]["updates"] > 2 * summary["ssgd"]["updates"]
+
+    clients = [json.loads(line) for line in (out / "clients.jsonl").read_text().splitlines()]
+    assert len(clients) == 8
+    ssgd_ratio = {c["client"]: c["compute_s"] / c["wall_s"] for c in clients if c["algorithm"] == "ssgd"}
+    # Under SSGD the fast clients wait for the straggler: their compute-time ratio is far below its.
+    assert max(ssgd_ratio[r] for r in (0, 1, 2)) < ssgd_ratio[3]
+
+    report = (out / "report.md").read_text()
+    assert "| `ssgd` |" in report and "| `asgd` |" in report
+    for png in ("accuracy_vs_time", "compute_ratio"):
+        data = (out / "plots" / f"{png}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert (out / "logs" / "client-3.log").exists()
+
+    # The report re-renders from the folder alone.
+    (out / "report.md").unlink()
+    again = edgesync("report", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (out / "report.md").read_text() == report
+
+
+@pytest.mark.slow
+def test_a_client_process_killed_mid_run_aborts_with_its_log(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml", "--out", str(out), "-q",
+           "--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=60", "--set", "eval.test_size=200"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics = out / "metrics.jsonl"
+        deadline = time.monotonic() + 90
+        while not (metrics.exists() and metrics.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert metrics.exists(), "training never started"
+        children = psutil.Process(proc.pid).children()
+        victim = next(c for c in children if "--rank" in c.cmdline() and c.cmdline()[-1] == "1")
+        victim.send_signal(signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    assert "client 1 exited with code -9" in stderr
+    for child in children:  # every other client process was stopped too
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_validate_reports_an_unknown_key_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nclients: 2\nalgorithms: [{name: ssgd}]\nstop: {time_budget: 5}\n")
+    result = edgesync("validate", str(bad), timeout=60)
+    assert result.returncode == 2
+    assert f"{bad}: stop.time_budget: unknown key" in result.stderr
