@@ -84,7 +84,7 @@ class Message:
             raise ProtocolError(f"header of {len(raw)} bytes exceeds {MAX_HEADER_BYTES}")
         try:
             header = json.loads(bytes(raw))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:  # incl. too-deep nesting and over-long integers
             raise ProtocolError(f"header is not UTF-8 JSON ({exc.__class__.__name__})") from None
         if not isinstance(header, dict):
             raise ProtocolError("header is not a JSON object")
@@ -128,7 +128,10 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
     if len(buf) != expected:
         raise ProtocolError(f"tensor {name!r}: {len(buf)} bytes for {dtype}{shape}, expected {expected}")
     if expected == 0:
-        return name, torch.zeros(shape, dtype=torch_dtype)
+        try:
+            return name, torch.zeros(shape, dtype=torch_dtype)
+        except (RuntimeError, TypeError, OverflowError):  # e.g. [0, 10**30]: no bytes, but no tensor either
+            raise ProtocolError(f"tensor {name!r}: shape {shape!r} is too large") from None
     with warnings.catch_warnings():  # zmq buffers are flagged read-only; the contract says clone first
         warnings.simplefilter("ignore", UserWarning)
         flat = torch.frombuffer(buf, dtype=torch.uint8)
