@@ -97,3 +97,40 @@ def test_validate_reports_an_unknown_key_and_exits_2(tmp_path):
     result = edgesync("validate", str(bad), timeout=60)
     assert result.returncode == 2
     assert f"{bad}: stop.time_budget: unknown key" in result.stderr
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_coordinator_and_clients_as_separate_commands(tmp_path):
+    """What a lab runs on separate machines, here as separate processes on loopback."""
+    port = free_port()
+    out = tmp_path / "run"
+    scenario = tmp_path / "two.yaml"
+    scenario.write_text("name: two\nclients: [x1, x2]\ndataset: {train_size: 2000}\n"
+                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 3}\neval: {test_size: 300}\n")
+    coord = subprocess.Popen([sys.executable, "server/coordinator.py", "--scenario", str(scenario), "--bind",
+                              f"tcp://127.0.0.1:{port}", "--out", str(out), "-q"],
+                             cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients = [subprocess.Popen([sys.executable, "clients/edge_client.py", "--connect", f"tcp://127.0.0.1:{port}",
+                                 *extra], cwd=REPO, env={**ENV, "OMP_NUM_THREADS": "1"},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for extra in ([], ["--profile", "x3"])]
+    try:
+        stdout, stderr = coord.communicate(timeout=120)
+        logs = [c.communicate(timeout=30)[0] for c in clients]
+    finally:
+        for p in (coord, *clients):
+            if p.poll() is None:
+                p.kill()
+    assert coord.returncode == 0, stderr[-2000:]
+    assert all(c.returncode == 0 for c in clients), logs
+    rows = [json.loads(line) for line in (out / "clients.jsonl").read_text().splitlines()]
+    assert sorted(r["profile"] for r in rows) == ["x1", "x3"]  # one client asked for x3 itself
+    assert json.loads((out / "summary.json").read_text())["asgd"]["updates"] > 0
+    assert (out / "report.md").exists()
