@@ -206,6 +206,8 @@ def apply_override(data: dict, path: list[str | int], value: Any, source: str = 
         if isinstance(node, list):
             if not isinstance(part, int) or part >= len(node):
                 raise ScenarioError(source, [f"{where}: no such list item (the list has {len(node)})"])
+            if path[:i] == ["clients"] and isinstance(node[part], str):
+                node[part] = {"profile": node[part]}  # the `clients: [x1, x10]` shorthand
             node = node[part]
         elif isinstance(node, dict):
             if part not in node or node[part] is None:
@@ -219,6 +221,8 @@ def apply_override(data: dict, path: list[str | int], value: Any, source: str = 
         else:
             raise ScenarioError(source, [f"{where}: cannot descend into {node!r}"])
     last = path[-1]
+    if not isinstance(node, (dict, list)):
+        raise ScenarioError(source, [f"{'.'.join(map(str, path[:-1]))}: is a value, not a section"])
     if isinstance(node, list):
         if not isinstance(last, int) or last >= len(node):
             raise ScenarioError(source, [f"{'.'.join(map(str, path))}: no such list item"])
