@@ -112,7 +112,7 @@ def test_coordinator_and_clients_as_separate_commands(tmp_path):
     port = free_port()
     out = tmp_path / "run"
     scenario = tmp_path / "two.yaml"
-    scenario.write_text("name: two\nclients: [x1, x2]\ndataset: {train_size: 2000}\n"
+    scenario.write_text("name: two\nclients: [x1, x1]\ndataset: {train_size: 2000}\n"
                         "algorithms: [{name: asgd}]\nstop: {time_budget_s: 3}\neval: {test_size: 300}\n")
     coord = subprocess.Popen([sys.executable, "server/coordinator.py", "--scenario", str(scenario), "--bind",
                               f"tcp://127.0.0.1:{port}", "--out", str(out), "-q"],
