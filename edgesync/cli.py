@@ -69,6 +69,9 @@ def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
     except RunAborted as exc:
         err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
+    except FileNotFoundError as exc:  # the dataset is missing: the message says where we looked
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
     _print_summary(summary)
     out.print(f"report: {run_dir / 'report.md'}", highlight=False)
 
@@ -131,6 +134,9 @@ def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario 
         except RunAborted as exc:
             err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
             raise typer.Exit(1) from None
+        except FileNotFoundError as exc:
+            err.print(f"[red]{exc}[/red]", highlight=False)
+            raise typer.Exit(2) from None
         finally:
             display.close()
             coord.close()

@@ -134,3 +134,13 @@ def test_coordinator_and_clients_as_separate_commands(tmp_path):
     assert sorted(r["profile"] for r in rows) == ["x1", "x3"]  # one client asked for x3 itself
     assert json.loads((out / "summary.json").read_text())["asgd"]["updates"] > 0
     assert (out / "report.md").exists()
+
+
+def test_missing_dataset_fails_before_any_client_starts(tmp_path):
+    env = {**ENV, "EDGESYNC_DATA": str(tmp_path / "nowhere")}
+    result = subprocess.run([sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml",
+                             "--out", str(tmp_path / "run"), "-q"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "EDGESYNC_DATA" in result.stderr and "does not hold Fashion-MNIST" in result.stderr
+    assert not (tmp_path / "run" / "logs" / "client-0.log").exists()

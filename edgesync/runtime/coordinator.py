@@ -71,7 +71,10 @@ class Coordinator:
         self.current: AlgorithmRun | None = None
 
     # -- the whole run ---------------------------------------------------------------------------
-    def run(self) -> None:
+    def prepare(self) -> None:
+        """Load the data, split it, build θ₀ and the evaluator: everything that can fail early."""
+        if hasattr(self, "evaluator"):
+            return
         sc = self.scenario
         data = scenario_dataset(sc.dataset)
         self.splits = client_splits(sc, data.train_y)
@@ -81,9 +84,12 @@ class Coordinator:
                                    to_tensor(data.test_x[:n_test], data.mean, data.std),
                                    torch.as_tensor(data.test_y[:n_test], dtype=torch.int64),
                                    sc.eval.batch_size)
+
+    def run(self) -> None:
+        self.prepare()
         try:
             self._join()
-            for entry in sc.algorithms:
+            for entry in self.scenario.algorithms:
                 self._run_algorithm(entry)
         finally:
             self._shutdown()

@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -64,10 +65,15 @@ class LocalClients:
                 raise RunAborted(f"client {rank} exited with code {code}; end of {self.logs[rank]}:\n{tail}")
 
     def stop(self, timeout_s: float = 15.0) -> None:
+        """Let clients exit on their own (they were told SHUTDOWN), then terminate what is left."""
+        deadline = time.monotonic() + timeout_s
         for p in self.procs:
             try:
-                p.wait(timeout=timeout_s)
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            if p.poll() is None:
                 p.terminate()
         for p in self.procs:
             try:
@@ -97,6 +103,11 @@ def run_live(scenario: Scenario, run_dir: Path, progress: bool = True) -> dict:
     with RunRecorder(run_dir) as recorder:
         recorder.write_scenario(scenario.resolved())
         coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=display)
+        try:
+            coordinator.prepare()  # a missing dataset fails here, before any client process starts
+        except BaseException:
+            coordinator.close()
+            raise
         clients = LocalClients(coordinator.address, len(scenario.clients), run_dir / "logs")
         coordinator.health_check = clients.check
         try:
