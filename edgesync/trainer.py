@@ -19,13 +19,17 @@ from edgesync import params as flat
 
 
 class StepHook(Protocol):
-    def after_step(self, started: float) -> None:
-        """Called right after a step's computation, with the perf_counter time the step began."""
+    def after_step(self, started: float) -> float:
+        """Called right after a step's computation, with the perf_counter time the step began.
+
+        Returns how long the step took on the emulated device, in the runtime's clock: real seconds
+        live (after any throttling sleep), virtual seconds in the simulator.
+        """
 
 
 class NoHook:
-    def after_step(self, started: float) -> None:
-        return None
+    def after_step(self, started: float) -> float:
+        return time.perf_counter() - started
 
 
 @dataclass
@@ -39,22 +43,29 @@ class TrainerStats:
 @dataclass
 class Trainer:
     model: nn.Module
-    x: torch.Tensor  # (N, C, H, W) float32, this client's training data, on `device`
+    x: torch.Tensor  # (N, C, H, W) float32 training data, on `device`
     y: torch.Tensor  # (N,) int64
     batch_size: int
     seed: int
+    subset: np.ndarray | None = None  # this client's rows of x/y; None = all (lets clients share x/y)
     device: torch.device = torch.device("cpu")
     hook: StepHook = field(default_factory=NoHook)
     stats: TrainerStats = field(default_factory=TrainerStats)
 
     def __post_init__(self) -> None:
-        if len(self.x) == 0:
+        self.num_samples = len(self.x) if self.subset is None else len(self.subset)
+        if self.num_samples == 0:
             raise ValueError("trainer: this client has no training samples")
         self.model.to(self.device).train()
         self._params = list(self.model.parameters())
         self._rng = np.random.default_rng(self.seed)
         self._order = np.empty(0, dtype=np.int64)
         self._cursor = 0
+
+    @property
+    def batch_samples(self) -> int:
+        """Samples in one mini-batch (a client with fewer samples than the batch size uses all)."""
+        return min(self.batch_size, self.num_samples)
 
     # -- model state as flat vectors -------------------------------------------------------------
     @property
@@ -76,10 +87,12 @@ class Trainer:
     # -- data ------------------------------------------------------------------------------------
     def _next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Sampling without replacement, reshuffled every epoch of this client's data."""
-        n = len(self.x)
+        n = self.num_samples
         b = min(self.batch_size, n)
         if self._cursor + b > len(self._order):
             self._order = self._rng.permutation(n)
+            if self.subset is not None:
+                self._order = self.subset[self._order]
             self._cursor = 0
         idx = torch.from_numpy(self._order[self._cursor:self._cursor + b])
         self._cursor += b
@@ -120,8 +133,7 @@ class Trainer:
         return float(np.mean(losses)) if losses else 0.0, velocity
 
     def _account(self, started: float, samples: int) -> None:
-        self.hook.after_step(started)
-        elapsed = time.perf_counter() - started
+        elapsed = self.hook.after_step(started)
         self.stats.steps += 1
         self.stats.samples += samples
         self.stats.compute_s += elapsed

@@ -38,16 +38,21 @@ VPY=.venv/bin/python
 
 # 2. Dependencies, only when the pins changed since the last successful set-up.
 stamp=.venv/.edgesync-setup
+log=.venv/setup.log
+pip_install() {  # quiet unless it fails; then the end of pip's log says why
+    if ! "$VPY" -m pip install --disable-pip-version-check "$@" >>"$log" 2>&1; then
+        tail -n 30 "$log" >&2; echo "setup: pip install $* failed (full log: $log)" >&2; exit 1
+    fi
+}
 want=$(cat requirements.txt requirements-torch.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
         say "installing torch and torchvision ($(tr '\n' ' ' < requirements-torch.txt))"
-        "$VPY" -m pip install -q --disable-pip-version-check -r requirements-torch.txt
+        pip_install -r requirements-torch.txt
     fi
     say "installing pinned dependencies"
-    "$VPY" -m pip install -q --disable-pip-version-check -r requirements.txt
-    "$VPY" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e . 2>/dev/null \
-        || "$VPY" -m pip install -q --disable-pip-version-check --no-deps -e .
+    pip_install -r requirements.txt
+    pip_install --no-deps -e .
     echo "$want" > "$stamp"
 fi
 

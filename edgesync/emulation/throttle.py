@@ -29,12 +29,13 @@ class Throttle:
     target_s_total: float = 0.0  # what the profile asked for, summed over steps
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
 
-    def after_step(self, started: float) -> None:
+    def after_step(self, started: float) -> float:
         target = self.sampler.next() * self.reference_s
         self.target_s_total += target
         if target < time.perf_counter() - started:
             self.clamped_steps += 1
         sleep_until(started + target)
+        return time.perf_counter() - started
 
 
 def needs_throttle(sampler: FactorSampler) -> bool:

@@ -128,7 +128,7 @@ def test_losing_the_missing_client_completes_the_round(model_state, make_update)
     assert torch.allclose(got[0].tensors["params"], torch.tensor([0.9, 2.0]))
 
 
-def test_losing_a_client_that_already_reported_drops_its_update(model_state, make_update):
+def test_losing_a_client_that_already_reported_keeps_its_gradient(model_state, make_update):
     # Prepare: three clients, client 2 reports then is lost
     server = _server(model_state, clients=(0, 1, 2))
     server.start()
@@ -137,10 +137,11 @@ def test_losing_a_client_that_already_reported_drops_its_update(model_state, mak
     lost = server.on_client_lost(2)
     server.on_update(0, make_update([1.0, 0.0], version=0))
     sends = server.on_update(1, make_update([0.0, 1.0], version=0))
-    # Assert: the round waits for 0 and 1 and averages only theirs: θ = [0.95, 1.95]
+    # Assert: the round waits for 0 and 1; client 2's gradient was computed on this round's θ, so it
+    # counts: mean = ([50, 50] + [1, 0] + [0, 1]) / 3 = [17, 17], θ = [1, 2] − 0.1·[17, 17] = [−0.7, 0.3]
     assert lost == []
     assert sorted(_by_client(sends)) == [0, 1]
-    assert torch.allclose(sends[0].instruction.tensors["params"], torch.tensor([0.95, 1.95]))
+    assert torch.allclose(sends[0].instruction.tensors["params"], torch.tensor([-0.7, 0.3]))
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.5])
