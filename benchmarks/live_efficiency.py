@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from edgesync.constants import CLIENT_THREAD_ENV
-from edgesync.runtime.launcher import run_live
+from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 
 BARE = """
@@ -60,7 +60,7 @@ def edgesync(clients: int, seconds: float) -> float:
         "eval": {"every_s": seconds, "test_size": 500},
     }, "benchmark")
     with tempfile.TemporaryDirectory() as tmp:
-        summary = run_live(scenario, Path(tmp) / "run", progress=False)
+        summary = run_scenario(scenario, Path(tmp) / "run", progress=False)
     return summary["asgd"]["samples_per_s"]
 
 

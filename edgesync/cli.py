@@ -49,7 +49,7 @@ def _log_to(run_dir: Path | None, verbose: bool) -> None:
 def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/NAME-TIME)"),
         set_: Optional[List[str]] = typer.Option(None, "--set", help="override a scenario value: KEY.PATH=VALUE"),
-        runtime: str = typer.Option("", "--runtime", help="live (default: the scenario's runtime)"),
+        runtime: str = typer.Option("", "--runtime", help="live or sim (default: the scenario's runtime)"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
@@ -58,14 +58,14 @@ def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
         overrides.append(f"runtime={runtime}")
     sc = _load(scenario, overrides)
     from edgesync.runtime.coordinator import RunAborted
-    from edgesync.runtime.launcher import run_folder, run_live
+    from edgesync.runtime.runs import run_folder, run_scenario
     run_dir = run_folder(sc, out_dir)
     _log_to(run_dir, verbose)
-    err.print(f"[bold]{sc.name}[/bold]: {len(sc.clients)} clients "
+    err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
     try:
-        summary = run_live(sc, run_dir, progress=not quiet)
+        summary = run_scenario(sc, run_dir, progress=not quiet)
     except RunAborted as exc:
         err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -119,7 +119,7 @@ def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario 
     sc = _load(scenario, list(set_ or []))
     from edgesync.metrics.recorder import RunRecorder
     from edgesync.runtime.coordinator import Coordinator, RunAborted
-    from edgesync.runtime.launcher import finish_run, run_folder
+    from edgesync.runtime.runs import finish_run, run_folder
     from edgesync.runtime.progress import Progress
     run_dir = run_folder(sc, out_dir)
     _log_to(run_dir, verbose=True)

@@ -66,6 +66,17 @@ class EvalSpec(Strict):
     batch_size: int = Field(1000, ge=1)
 
 
+class SimSpec(Strict):
+    """Settings of the virtual-clock simulator (`runtime: sim`)."""
+
+    base_step_s: float | None = Field(None, gt=0, description="undisturbed step time in seconds; "
+                                      "null = measured once on this machine per model and batch size")
+    server_time: Literal["zero", "measured"] = Field("zero", description="coordinator processing time: "
+                                                     "zero (deterministic) or its measured wall time")
+    measured_step_s: dict[int, float] = Field(default_factory=dict, description="filled in by a run: the "
+                                              "measured step time per batch size, reused on replay")
+
+
 class OutputSpec(Strict):
     dir: str = Field("runs", description="parent folder of run folders")
     name: str | None = Field(None, description="run folder name; default: scenario name + time")
@@ -75,7 +86,7 @@ class Scenario(Strict):
     name: str
     description: str = ""
     seed: int = 0
-    runtime: Literal["live"] = "live"
+    runtime: Literal["live", "sim"] = "live"
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
     partition: PartitionSpec = PartitionSpec()
@@ -83,7 +94,20 @@ class Scenario(Strict):
     algorithms: list[AlgorithmEntry] = Field(min_length=1)  # type: ignore[valid-type]
     stop: StopSpec = StopSpec()
     eval: EvalSpec = EvalSpec()
+    sim: SimSpec = SimSpec()
     output: OutputSpec = OutputSpec()
+    sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
+                                        "combination is a labelled sub-run (e.g. ssgd@clients=16)")
+
+    @field_validator("sweep")
+    @classmethod
+    def _sweep(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in value.items():
+            if not values:
+                raise ValueError(f"sweep key {key!r} needs at least one value")
+            if key == "sweep" or key.startswith("sweep."):
+                raise ValueError("a sweep cannot sweep itself")
+        return value
 
     @field_validator("clients", mode="before")
     @classmethod
@@ -261,4 +285,7 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
             key_path, value = parse_override(text)
             apply_override(data, key_path, value)
     source = str(path) + (" with --set " + " ".join(overrides) if overrides else "")
-    return scenario_from_dict(data, source)
+    scenario = scenario_from_dict(data, source)
+    from edgesync.sweep import variants  # every sweep combination must be a valid scenario too
+    variants(scenario, source)
+    return scenario

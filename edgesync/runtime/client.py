@@ -7,7 +7,6 @@ update, END reports this client's totals. The device profile's throttle wraps th
 from __future__ import annotations
 
 import logging
-import statistics
 import time
 from dataclasses import dataclass
 
@@ -15,9 +14,10 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
-from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS, CLIENT_IDLE_TIMEOUT_S
+from edgesync.constants import CLIENT_IDLE_TIMEOUT_S
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
+from edgesync.runtime.step_time import measure_step_s
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook, Trainer
 from edgesync.transport.protocol import Message, ProtocolError, host_info
@@ -127,16 +127,7 @@ class EdgeClient:
         """The undisturbed step time: the median of a few real steps with no throttle."""
         s = self.session
         if self._model_key not in self._calibrated:
-            trainer = s.trainer
-            saved = trainer.stats.__dict__.copy()
-            times = []
-            for i in range(CALIBRATION_WARMUP_STEPS + CALIBRATION_STEPS):
-                t0 = time.perf_counter()
-                trainer.gradient()
-                if i >= CALIBRATION_WARMUP_STEPS:
-                    times.append(time.perf_counter() - t0)
-            trainer.stats.__dict__.update(saved)
-            self._calibrated[self._model_key] = statistics.median(times)
+            self._calibrated[self._model_key] = measure_step_s(s.trainer)
         reference = self._calibrated[self._model_key]
         if needs_throttle(s.sampler):
             s.throttle = Throttle(s.sampler, reference)

@@ -11,26 +11,15 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
 from edgesync.metrics.recorder import RunRecorder
-from edgesync.metrics.report import render_report
-from edgesync.metrics.summary import summarize
-from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.coordinator import Coordinator, RunAborted
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario
 
 log = logging.getLogger("edgesync.launcher")
-
-
-def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
-    if out is not None:
-        return Path(out)
-    name = scenario.output.name or f"{scenario.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    return Path(scenario.output.dir) / name
 
 
 def client_env() -> dict[str, str]:
@@ -83,37 +72,18 @@ class LocalClients:
                 p.wait()
 
 
-def finish_run(run_dir: Path, scenario: Scenario) -> dict:
-    """summary.json and report.md from what the run folder holds."""
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
-    clients = read_jsonl(run_dir / "clients.jsonl")
-    names = {a.key: a.name for a in scenario.algorithms}
-    baseline = scenario.algorithms[0].key
-    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=baseline)
-    recorder = RunRecorder(run_dir)
-    recorder.write_summary(summary)
-    recorder.close()
-    render_report(run_dir)
-    return summary
-
-
-def run_live(scenario: Scenario, run_dir: Path, progress: bool = True) -> dict:
-    """Run every algorithm of `scenario` with local client processes; returns the summary."""
-    display = Progress(enabled=progress)
-    with RunRecorder(run_dir) as recorder:
-        recorder.write_scenario(scenario.resolved())
-        coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=display)
-        try:
-            coordinator.prepare()  # a missing dataset fails here, before any client process starts
-        except BaseException:
-            coordinator.close()
-            raise
-        clients = LocalClients(coordinator.address, len(scenario.clients), run_dir / "logs")
-        coordinator.health_check = clients.check
-        try:
-            coordinator.run()
-        finally:
-            display.close()
-            clients.stop()
-            coordinator.close()
-    return finish_run(run_dir, scenario)
+def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> None:
+    """Run every algorithm of `scenario` with local client processes, recording into `recorder`."""
+    coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress)
+    try:
+        coordinator.prepare()  # a missing dataset fails here, before any client process starts
+    except BaseException:
+        coordinator.close()
+        raise
+    clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / "logs")
+    coordinator.health_check = clients.check
+    try:
+        coordinator.run()
+    finally:
+        clients.stop()
+        coordinator.close()

@@ -57,6 +57,15 @@ class Message:
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
+    def wire_size(self) -> int:
+        """Bytes this message puts on the wire (what the sockets count), without building frames."""
+        specs = [{"name": n, "dtype": _DTYPE_NAMES.get(t.dtype, "?"), "shape": list(t.shape)}
+                 for n, t in self.tensors.items()]
+        header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type,
+                  "meta": self.meta, "tensors": specs}
+        head = len(json.dumps(header, separators=(",", ":"), allow_nan=False).encode())
+        return head + sum(t.numel() * t.element_size() for t in self.tensors.values())
+
     def to_frames(self) -> list:
         """Header bytes, then each tensor's memory (no copy for contiguous CPU tensors)."""
         specs, payload = [], []

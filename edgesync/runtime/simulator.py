@@ -1,0 +1,251 @@
+"""The virtual-clock simulator: the same algorithm objects under a discrete-event engine.
+
+Computation is real (real gradients on real data, run serially in this process); only time is
+virtual. A client's step lasts `factor × base_step_s` virtual seconds (its device profile's factor,
+the machine's measured or configured undisturbed step time); a message takes its link's transfer
+time; the coordinator's processing takes zero time or its measured wall time (`sim.server_time`).
+
+Events are (virtual time, sequence number) ordered: equal times run in the order they were
+scheduled, so a run is a pure function of the scenario and seed. With `server_time: zero` two runs
+write identical metrics.jsonl apart from the `wall_clock` field.
+
+Every client shares one model object and the training tensors (each keeps its index set, sampler
+and client-half state), so a thousand clients cost little more than one. The contract that makes
+this safe: a client half loads the parameters it needs at the start of each instruction.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from edgesync import algorithms
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, Send, ServerAlgorithm, Update
+from edgesync.data.datasets import to_tensor
+from edgesync.emulation.links import UNLIMITED, Link
+from edgesync.emulation.profiles import FactorSampler, Profile
+from edgesync.metrics.recorder import RunRecorder
+from edgesync.models import build_model
+from edgesync.params import set_buffers, set_params
+from edgesync.runtime.evaluator import evaluate
+from edgesync.runtime.progress import Progress
+from edgesync.runtime.step_time import cached_step_s
+from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
+from edgesync.scenario import Scenario
+from edgesync.trainer import Trainer
+from edgesync.transport.protocol import Message
+
+
+class VirtualStep:
+    """The simulator's StepHook: each step lasts factor × base seconds of virtual time."""
+
+    def __init__(self, sampler: FactorSampler, base_step_s: float):
+        self.sampler = sampler
+        self.base_step_s = base_step_s
+        self.elapsed = 0.0  # virtual seconds of the instruction being run
+
+    def after_step(self, started: float) -> float:
+        step = self.sampler.next() * self.base_step_s
+        self.elapsed += step
+        return step
+
+
+@dataclass
+class SimClient:
+    rank: int
+    profile: Profile
+    trainer: Trainer
+    half: ClientAlgorithm
+    clock: VirtualStep
+    link: Link = UNLIMITED
+    free_at: float = 0.0           # when it finishes what it is computing
+    first_train: float | None = None
+    last_sent: float | None = None
+    wait_s: float = 0.0
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+@dataclass(order=True)
+class Event:
+    time: float
+    seq: int
+    kind: str = field(compare=False)        # "to_client" | "to_server"
+    client: int = field(compare=False)
+    message: Any = field(compare=False)     # Instruction or Update
+    size: int = field(compare=False, default=0)
+
+
+class Simulator:
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None):
+        self.scenario = scenario
+        self.recorder = recorder
+        self.progress = progress or Progress(enabled=False)
+
+    def prepare(self) -> None:
+        """Data, splits, θ₀, the shared model and the step time per batch size."""
+        sc = self.scenario
+        torch.set_num_threads(1)  # serial and deterministic; the bare-loop benchmark uses the same
+        self.data = data = scenario_dataset(sc.dataset)
+        self.splits = client_splits(sc, data.train_y)
+        self.initial = initial_model(sc, data)
+        self.x = to_tensor(data.train_x, data.mean, data.std)
+        self.y = torch.as_tensor(data.train_y, dtype=torch.int64)
+        n_test = min(sc.eval.test_size or len(data.test_y), len(data.test_y))
+        self.test_x = to_tensor(data.test_x[:n_test], data.mean, data.std)
+        self.test_y = torch.as_tensor(data.test_y[:n_test], dtype=torch.int64)
+        make = lambda: build_model(sc.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
+        self.model, self.eval_model = make(), make()
+        self.step_s: dict[int, float] = {}
+        for config in sc.algorithms:
+            self.step_s[config.batch_size] = self._step_time(config.batch_size)
+
+    def _step_time(self, batch_size: int) -> float:
+        sim = self.scenario.sim
+        if sim.base_step_s is not None:
+            return sim.base_step_s
+        if batch_size in sim.measured_step_s:
+            return sim.measured_step_s[batch_size]
+        probe = Trainer(model=self.model, x=self.x, y=self.y, batch_size=batch_size, seed=0,
+                        subset=self.splits[0])
+        return cached_step_s(probe, self.scenario.model.name)
+
+    def run(self) -> None:
+        for config in self.scenario.algorithms:
+            self._run_algorithm(config)
+
+    # -- one algorithm ---------------------------------------------------------------------------
+    def _run_algorithm(self, config: AlgorithmConfig) -> None:
+        sc = self.scenario
+        spec = algorithms.get(config.name)
+        clients = [self._client(rank, spec, config) for rank in range(len(sc.clients))]
+        server = spec.server(config, self.initial, [c.rank for c in clients])
+        self.clients, self.server, self.config = clients, server, config
+        self.heap: list[Event] = []
+        self.seq = itertools.count()
+        self.samples = 0
+        self.bytes_up = self.bytes_down = 0
+        self.reached = False
+        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
+        self._evaluate(0.0)
+        end = self._events(server)
+        if not (self._last_row["time_s"] == round(end, 6) and self._last_row["updates"] == server.updates):
+            self._evaluate(end)  # the final model, unless the last evaluation already saw it
+        self._log_clients(end)
+        self.progress.end_algorithm(config.key, self._last_row)
+
+    def _events(self, server: ServerAlgorithm) -> float:
+        """Run events in virtual-time order until a stop rule fires; returns the end time."""
+        sc = self.scenario
+        budget, every = sc.stop.time_budget_s, sc.eval.every_s
+        next_eval = every
+        self._dispatch(0.0, server.start())
+        while True:
+            t_next = self.heap[0].time if self.heap else budget
+            # The global model only changes at events: evaluations due before the next one see it as is.
+            while next_eval <= min(t_next, budget):
+                self._evaluate(next_eval)
+                if self._done():
+                    return next_eval
+                next_eval += every
+            if t_next >= budget:
+                return budget
+            event = heapq.heappop(self.heap)
+            if event.kind == "to_client":
+                self._deliver_to_client(event)
+            else:
+                self._deliver_to_server(event)
+                if self._done():
+                    return event.time
+
+    def _done(self) -> bool:
+        stop = self.scenario.stop
+        if stop.max_updates is not None and self.server.updates >= stop.max_updates:
+            return True
+        return bool(stop.stop_at_target and self.reached)
+
+    def _client(self, rank: int, spec, config: AlgorithmConfig) -> SimClient:
+        sc = self.scenario
+        profile = sc.clients[rank].profile
+        clock = VirtualStep(FactorSampler(profile, seed=sc.seed, rank=rank), self.step_s[config.batch_size])
+        trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
+                          seed=sc.seed * 1000 + rank, subset=self.splits[rank], hook=clock)
+        return SimClient(rank, profile, trainer, spec.client(config, trainer), clock)
+
+    # -- events ------------------------------------------------------------------------------------
+    def _push(self, t: float, kind: str, client: int, message, size: int) -> None:
+        heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size))
+
+    def _dispatch(self, now: float, sends: list[Send]) -> None:
+        for send in sends:
+            c = self.clients[send.client]
+            instr = send.instruction
+            size = Message("TRAIN", instr.meta, instr.tensors).wire_size()
+            c.bytes_down += size
+            self.bytes_down += size
+            self._push(now + c.link.transfer_s(size), "to_client", send.client, instr, size)
+
+    def _deliver_to_client(self, event: Event) -> None:
+        c = self.clients[event.client]
+        start = max(event.time, c.free_at)
+        if c.first_train is None:
+            c.first_train = start
+        elif c.last_sent is not None:
+            c.wait_s += start - c.last_sent
+        c.clock.elapsed = 0.0
+        update = c.half.on_instruction(event.message)
+        done = start + c.clock.elapsed
+        c.free_at = c.last_sent = done
+        size = Message("UPDATE", update.meta, update.tensors).wire_size()
+        self._push(done + c.link.transfer_s(size), "to_server", c.rank, update, size)
+
+    def _deliver_to_server(self, event: Event) -> None:
+        c = self.clients[event.client]
+        c.bytes_up += event.size
+        self.bytes_up += event.size
+        update: Update = event.message
+        self.samples += int(update.meta.get("samples", 0))
+        t0 = time.perf_counter()
+        sends = self.server.on_update(c.rank, update)
+        busy = time.perf_counter() - t0 if self.scenario.sim.server_time == "measured" else 0.0
+        self._dispatch(event.time + busy, sends)
+
+    # -- results -----------------------------------------------------------------------------------
+    def _evaluate(self, t: float) -> None:
+        set_params(self.eval_model, self.server.global_params())
+        if self.server.global_buffers().numel():
+            set_buffers(self.eval_model, self.server.global_buffers())
+        acc, loss = evaluate(self.eval_model, self.test_x, self.test_y, self.scenario.eval.batch_size)
+        row = {"algorithm": self.config.key, "time_s": round(t, 6), "updates": self.server.updates,
+               "samples": self.samples, "bytes_up": self.bytes_up, "bytes_down": self.bytes_down,
+               "test_acc": round(acc, 6), "test_loss": round(loss, 6), "wall_clock": time.time()}
+        target = self.scenario.stop.target_acc
+        if target is not None and acc >= target:
+            self.reached = True
+        self._last_row = row
+        self.recorder.log_eval(row)
+        self.progress.update(row)
+
+    def _log_clients(self, end: float) -> None:
+        for c in self.clients:
+            st = c.trainer.stats
+            wait = c.wait_s + (end - c.last_sent if c.last_sent is not None and c.last_sent < end else 0.0)
+            self.recorder.log_client({
+                "algorithm": self.config.key, "client": c.rank, "profile": c.profile.label, "host": "sim",
+                "device": "virtual", "compute_s": round(st.compute_s, 6), "wait_s": round(wait, 6),
+                "wall_s": round(end - c.first_train, 6) if c.first_train is not None else 0.0,
+                "steps": st.steps, "samples": st.samples, "bytes_up": c.bytes_up, "bytes_down": c.bytes_down,
+                "reference_step_s": c.clock.base_step_s, "target_factor": round(c.clock.sampler.mean_factor, 6),
+            })
+
+
+def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[int, float]:
+    """Run every algorithm of `scenario` in virtual time; returns the step time used per batch size."""
+    sim = Simulator(scenario, recorder, progress)
+    sim.prepare()
+    sim.run()
+    return dict(sim.step_s) if scenario.sim.base_step_s is None else {}

@@ -1,0 +1,67 @@
+"""A client's undisturbed step time: measured on real batches, and cached per machine for the simulator.
+
+Live clients measure it before training (the throttle's reference). The simulator needs one per
+model and batch size; measuring it anew every run would make virtual time differ run to run, so
+the first measurement on a machine is kept in `$EDGESYNC_CACHE/step_times.json` (default
+`~/.cache/edgesync`) and reused, and the run folder's scenario.yaml records the value used.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS
+from edgesync.trainer import NoHook, Trainer
+
+
+def measure_step_s(trainer: Trainer) -> float:
+    """Median wall time of real gradient steps with no throttling; the trainer's counters are kept."""
+    saved_stats, saved_hook = trainer.stats.__dict__.copy(), trainer.hook
+    trainer.hook = NoHook()
+    times = []
+    try:
+        for i in range(CALIBRATION_WARMUP_STEPS + CALIBRATION_STEPS):
+            t0 = time.perf_counter()
+            trainer.gradient()
+            if i >= CALIBRATION_WARMUP_STEPS:
+                times.append(time.perf_counter() - t0)
+    finally:
+        trainer.stats.__dict__.update(saved_stats)
+        trainer.hook = saved_hook
+    return statistics.median(times)
+
+
+def cache_file() -> Path:
+    root = os.environ.get("EDGESYNC_CACHE") or Path.home() / ".cache" / "edgesync"
+    return Path(root) / "step_times.json"
+
+
+def machine_key(model: str, batch_size: int, device: torch.device) -> str:
+    return (f"{model}|batch={batch_size}|{device}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+            f"|{platform.node()}|{platform.processor() or platform.machine()}")
+
+
+def cached_step_s(trainer: Trainer, model: str) -> float:
+    """The step time measured once on this machine for (model, batch size, device), then reused."""
+    key = machine_key(model, trainer.batch_size, trainer.device)
+    path = cache_file()
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if key not in cache:
+        cache[key] = round(measure_step_s(trainer), 6)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+            tmp.replace(path)
+        except OSError:
+            pass  # a read-only home still runs; it just measures again next time
+    return float(cache[key])
