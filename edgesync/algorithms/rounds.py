@@ -1,0 +1,86 @@
+"""The barrier round shared by the synchronous family (SSGD, local SGD / FedAvg, ESync).
+
+Each round the server broadcasts θ with the round number as `version`, collects one update per live
+client into running sums (memory does not grow with the number of clients), and when every live
+client has reported calls `apply(mean)` and broadcasts again. Updates from an earlier round or from
+a client not in the round are ignored. A client lost after it reported still counts: its update was
+computed on this round's θ. Subclasses say which tensor they average (`update_key`) and how to
+weight it (`weight`).
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from edgesync.algorithms.base import Send, ServerAlgorithm, Update
+from edgesync.algorithms.gradient_client import model_instruction
+
+
+class RoundServer(ServerAlgorithm):
+    update_key = "grad"
+
+    def __init__(self, config, initial, clients):
+        super().__init__(config, initial, clients)
+        self.round = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.reported: set[int] = set()
+        self.weight_sum = 0.0
+        self.update_sum: torch.Tensor | None = None
+        self.buffer_sum: torch.Tensor | None = None
+
+    # -- hooks -----------------------------------------------------------------------------------
+    @abstractmethod
+    def apply(self, mean: torch.Tensor) -> None:
+        """Change the global model with this round's (weighted) mean of `update_key`."""
+
+    def weight(self, update: Update) -> float:
+        """This update's weight in the round's mean; 1 = unweighted."""
+        return 1.0
+
+    def instruction_meta(self, client: int) -> dict:
+        """Extra metadata for `client`'s instruction this round (step budgets, …)."""
+        return {}
+
+    # -- the round -------------------------------------------------------------------------------
+    def start(self) -> list[Send]:
+        return self.broadcast()
+
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
+            return []  # a late update from an earlier round or a dropped client: not part of this round
+        w = self.weight(update)
+        self.reported.add(client)
+        self.weight_sum += w
+        self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
+        if "buffers" in update.tensors:
+            self.buffer_sum = _accumulate(self.buffer_sum, update.tensors["buffers"], w)
+        return self._close_round_if_complete()
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        if client in self.clients:
+            self.clients.remove(client)
+        return self._close_round_if_complete()
+
+    def _close_round_if_complete(self) -> list[Send]:
+        if not self.reported or not self.reported.issuperset(self.clients):
+            return []
+        self.apply(self.update_sum / self.weight_sum)
+        if self.buffer_sum is not None:
+            self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
+        self.updates += 1
+        self.round += 1
+        self._reset()
+        return self.broadcast()
+
+    def broadcast(self) -> list[Send]:
+        return [Send(c, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(c)))
+                for c in self.clients]
+
+
+def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
+    if total is None:
+        return x * weight if weight != 1.0 else x.clone()
+    return total.add_(x, alpha=weight)
