@@ -84,6 +84,7 @@ class ServerAlgorithm(ABC):
         self.buffers = initial.buffers.clone()
         self.clients = list(clients)
         self.updates = 0  # global model updates applied so far
+        self.update_log: list[dict[str, Any]] = []
 
     @abstractmethod
     def start(self) -> list[Send]:
@@ -96,6 +97,19 @@ class ServerAlgorithm(ABC):
     def on_client_lost(self, client: int) -> list[Send]:
         """`client` is gone. Returns what to send to the others; by default nothing changes."""
         return []
+
+    def log_update(self, client: int, **fields: Any) -> None:
+        """Record instrumentation of one applied update (lag τ, gap G, SHAT's c_i …).
+
+        The runtime drains these after every `on_update`, stamps them with the algorithm's label and
+        the time, and appends them to the run folder's updates.jsonl; the summary reports the means
+        of `lag` and `gap`.
+        """
+        self.update_log.append({"client": client, "update": self.updates, **fields})
+
+    def drain_update_log(self) -> list[dict[str, Any]]:
+        rows, self.update_log = self.update_log, []
+        return rows
 
     def global_params(self) -> torch.Tensor:
         """The global model to evaluate. The runtime copies it before evaluating elsewhere."""

@@ -32,6 +32,7 @@ import yaml
 
 SCENARIO_FILE = "scenario.yaml"
 METRICS_FILE = "metrics.jsonl"
+UPDATES_FILE = "updates.jsonl"
 CLIENTS_FILE = "clients.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
@@ -115,6 +116,7 @@ class RunRecorder:
         self.plots_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = self._open_append(self.run_dir / METRICS_FILE)
         self._clients = self._open_append(self.run_dir / CLIENTS_FILE)
+        self._updates: IO[str] | None = None  # opened on the first per-update row
 
     @staticmethod
     def _open_append(path: Path) -> IO[str]:
@@ -149,6 +151,8 @@ class RunRecorder:
             raise ValueError(f"an evaluation row needs an 'algorithm' label; got keys {sorted(row)}")
         if "wall_clock" not in row:
             row = {**row, "wall_clock": time.time()}
+        if self._updates is not None:
+            self._updates.flush()
         self._append(self._metrics, row)
 
     def log_client(self, row: dict) -> None:
@@ -156,6 +160,18 @@ class RunRecorder:
         if "algorithm" not in row or "client" not in row:
             raise ValueError(f"a client row needs 'algorithm' and 'client'; got keys {sorted(row)}")
         self._append(self._clients, row)
+
+    def log_updates(self, rows: list[dict]) -> None:
+        """Append per-update instrumentation (lag, gap…) to updates.jsonl.
+
+        Thousands of rows a second: they are buffered and flushed with every evaluation row, not
+        fsynced one by one.
+        """
+        if not rows:
+            return
+        if self._updates is None:
+            self._updates = self._open_append(self.run_dir / UPDATES_FILE)
+        self._updates.write("".join(dumps_line(r) for r in rows))
 
     def write_summary(self, summary: dict) -> Path:
         """Write summary.json atomically (tmp file, fsync, os.replace); returns its path."""
@@ -173,6 +189,8 @@ class RunRecorder:
     def close(self) -> None:
         """Close the jsonl files; calling it again does nothing."""
         self._metrics.close()
+        if self._updates is not None:
+            self._updates.close()
         self._clients.close()
 
     def __enter__(self) -> RunRecorder:

@@ -28,6 +28,7 @@ def summarize(
     target_acc: float | None,
     algorithms: dict[str, str] | None = None,
     baseline: str | None = None,
+    updates: list[dict] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The summary keyed by label, labels in the order first seen in `metrics`.
 
@@ -35,6 +36,8 @@ def summarize(
     algorithms: label -> registered name; a label missing from it is its own name. Labels that appear only
       in `clients` or `algorithms` (an entry that never evaluated) follow, with None for what needs evals.
     baseline: a label; adds `speedup_vs` to every entry. Raises ValueError if no entry has that label.
+    updates: rows of updates.jsonl; adds `mean_lag`, `mean_gap` and `mean_gap_normalized` (None for
+      entries that logged none, e.g. synchronous algorithms).
     """
     algorithms = algorithms or {}
     labels = _labels_in_order(metrics, clients, algorithms)
@@ -46,6 +49,10 @@ def summarize(
         evals = [r for r in metrics if r.get("algorithm") == label]
         entry = _summarize_evals(evals, target_acc)
         entry["compute_ratio_mean"] = compute_ratio_mean([r for r in clients if r.get("algorithm") == label])
+        logged = [r for r in updates or () if r.get("algorithm") == label]
+        for key in ("lag", "gap", "gap_normalized"):
+            values = [r[key] for r in logged if isinstance(r.get(key), (int, float))]
+            entry[f"mean_{key}"] = sum(values) / len(values) if values else None
         summary[label] = {"algorithm": algorithms.get(label, label), **entry}
 
     if baseline is not None:

@@ -200,7 +200,9 @@ class Coordinator:
         if msg.type == "UPDATE":
             update = Update(tensors=msg.tensors, meta=msg.meta)
             self.current.samples += int(msg.meta.get("samples", 0))
-            return server.on_update(rank, update)
+            sends = server.on_update(rank, update)
+            self._log_updates(server)
+            return sends
         if msg.type == "ERROR":
             log.error("client %d reports: %s", rank, msg.meta.get("reason"))
             return []
@@ -227,6 +229,12 @@ class Coordinator:
                 "samples": self.current.samples, "bytes_up": up, "bytes_down": down,
                 "wall_clock": time.time()}
         return Snapshot(server.global_params().clone(), server.global_buffers().clone(), info)
+
+    def _log_updates(self, server) -> None:
+        rows = server.drain_update_log()
+        if rows:
+            now = round(time.perf_counter() - self.current.started, 4)
+            self.recorder.log_updates([{"algorithm": self.current.config.key, "time_s": now, **r} for r in rows])
 
     def _record_evals(self) -> None:
         for row in self.evaluator.results():

@@ -52,8 +52,10 @@ def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None =
     """summary.json and report.md from what the run folder holds."""
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     clients = read_jsonl(run_dir / "clients.jsonl")
+    updates = read_jsonl(run_dir / "updates.jsonl")
     names = names or {a.key: a.name for v in variants(scenario) for a in v.scenario.algorithms}
-    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=next(iter(names)))
+    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=next(iter(names)),
+                        updates=updates)
     recorder = RunRecorder(run_dir)
     recorder.write_summary(summary)
     recorder.close()

@@ -212,6 +212,10 @@ class Simulator:
         t0 = time.perf_counter()
         sends = self.server.on_update(c.rank, update)
         busy = time.perf_counter() - t0 if self.scenario.sim.server_time == "measured" else 0.0
+        rows = self.server.drain_update_log()
+        if rows:
+            self.recorder.log_updates([{"algorithm": self.config.key, "time_s": round(event.time, 6), **r}
+                                       for r in rows])
         self._dispatch(event.time + busy, sends)
 
     # -- results -----------------------------------------------------------------------------------
