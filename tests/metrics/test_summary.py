@@ -122,3 +122,17 @@ def test_helpers_handle_missing_and_bad_values():
     # a zero-length run: no rate, no error
     summary = summarize([_eval("ssgd", 0.0, 0.1, 0, 0, 0, 0)], [], target_acc=0.85)
     assert summary["ssgd"]["samples_per_s"] is None and summary["ssgd"]["bytes_per_s"] is None
+
+
+def test_staleness_means_come_from_the_update_log():
+    metrics = [{"algorithm": "asgd", "time_s": 0.0, "test_acc": 0.1, "updates": 0, "samples": 0}]
+    updates = [
+        {"algorithm": "asgd", "lag": 0, "gap": 0.0, "gap_normalized": 0.0},
+        {"algorithm": "asgd", "lag": 3, "gap": 0.3, "gap_normalized": None},  # a zero gradient
+        {"algorithm": "asgd", "lag": 6, "gap": 0.6, "gap_normalized": 2.0},
+        {"algorithm": "other", "lag": 100, "gap": 9.0, "gap_normalized": 9.0},
+    ]
+    entry = summarize(metrics, [], None, updates=updates)["asgd"]
+    assert entry["mean_lag"] == 3.0                  # (0 + 3 + 6) / 3
+    assert entry["mean_gap"] == pytest.approx(0.3)   # (0 + 0.3 + 0.6) / 3
+    assert entry["mean_gap_normalized"] == 1.0       # (0 + 2) / 2: the None is not a value
