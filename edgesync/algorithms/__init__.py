@@ -1,5 +1,5 @@
 """Algorithms, each a server half + client half on the contract in `base`, registered by name."""
-from edgesync.algorithms import asgd, local_sgd, ssgd  # noqa: F401  (importing registers them)
+from edgesync.algorithms import asgd, esync, local_sgd, ssgd  # noqa: F401  (importing registers them)
 from edgesync.algorithms.base import (  # noqa: F401
     AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Send, ServerAlgorithm, Update,
 )

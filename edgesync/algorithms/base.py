@@ -17,9 +17,10 @@ changed afterwards (update the global model out of place: `self.params = self.pa
 """
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,7 +77,13 @@ class ModelState:
 
 
 class ServerAlgorithm(ABC):
-    """Coordinator side. Holds the global model; turns arriving updates into instructions."""
+    """Coordinator side. Holds the global model; turns arriving updates into instructions.
+
+    `now()` is the runtime's clock in seconds since the algorithm started (wall or virtual); the
+    runtime sets it before `start()`.
+    """
+
+    now: Callable[[], float] = staticmethod(time.perf_counter)
 
     def __init__(self, config: AlgorithmConfig, initial: ModelState, clients: list[int]):
         self.config = config
@@ -97,6 +104,14 @@ class ServerAlgorithm(ABC):
     def on_client_lost(self, client: int) -> list[Send]:
         """`client` is gone. Returns what to send to the others; by default nothing changes."""
         return []
+
+    def on_query(self, client: int, meta: dict[str, Any]) -> dict[str, Any] | None:
+        """A client asks something in the middle of an instruction (ESync's State Server).
+
+        Returns the reply's metadata, or None for no reply (a non-blocking query's implicit
+        "not yet"). The default serves no queries.
+        """
+        raise NotImplementedError(f"{type(self).__name__} answers no queries")
 
     def log_update(self, client: int, **fields: Any) -> None:
         """Record instrumentation of one applied update (lag τ, gap G, SHAT's c_i …).
@@ -119,12 +134,49 @@ class ServerAlgorithm(ABC):
         return self.buffers
 
 
+class ClientContext(Protocol):
+    """What a client half may ask of its runtime while it runs an instruction."""
+
+    def now(self) -> float:
+        """The runtime's clock, in seconds: wall time live, virtual time in the simulator."""
+
+    def query(self, meta: dict[str, Any]) -> dict[str, Any]:
+        """A blocking round trip to the server half's `on_query`; returns its reply."""
+
+    def send_query(self, meta: dict[str, Any]) -> None:
+        """A non-blocking query: training goes on; a reply, if the server sends one, comes later."""
+
+    def replies(self) -> list[dict[str, Any]]:
+        """Replies to non-blocking queries that have arrived since the last call."""
+
+
+class NoQueries:
+    """The context of a runtime whose client halves ask nothing (and of unit tests)."""
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def query(self, meta: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("this runtime serves no queries")
+
+    send_query = query
+
+    def replies(self) -> list[dict[str, Any]]:
+        return []
+
+
 class ClientAlgorithm(ABC):
-    """Client side. Passive: an instruction in, an update out; explicit, serializable state."""
+    """Client side. Passive: an instruction in, an update out; explicit, serializable state.
+
+    Every runtime shares nothing but the trainer with a client half, so it must load the parameters
+    it needs into the trainer at the start of each instruction (the simulator's clients share one
+    model; Flower starts a new process per message). `ctx` is set by the runtime.
+    """
 
     def __init__(self, config: AlgorithmConfig, trainer: Trainer):
         self.config = config
         self.trainer = trainer
+        self.ctx: ClientContext = NoQueries()
 
     @abstractmethod
     def on_instruction(self, instruction: Instruction) -> Update:

@@ -38,29 +38,60 @@ class DeltaServer(RoundServer):
         return float(update.meta.get("data_size", 1)) if getattr(self.config, "weighted", False) else 1.0
 
 
-def run_local_steps(client: ClientAlgorithm, instruction: Instruction, steps: int, momentum: float) -> Update:
-    """Load θ, run `steps` local SGD steps, return Δ = θ_local − θ with the round's metadata."""
-    trainer, config = client.trainer, client.config
-    theta = instruction.tensors["params"]
-    trainer.set_params(theta)
-    if "buffers" in instruction.tensors:
-        trainer.set_buffers(instruction.tensors["buffers"])
-    loss, _ = trainer.sgd_steps(steps, config.lr, momentum, config.weight_decay)
-    tensors = {"delta": trainer.get_params() - theta}
-    buffers = trainer.get_buffers()
-    if buffers.numel():
-        tensors["buffers"] = buffers
-    meta = {"loss": loss, "steps": steps, "samples": steps * trainer.batch_samples,
-            "data_size": trainer.num_samples, "version": instruction.meta.get("version", 0)}
-    return Update(tensors=tensors, meta=meta)
+class LocalRound:
+    """One round of local SGD from an instruction's θ: `step()` as often as wanted, then `finish()`.
+
+    The replica θ_local (and BatchNorm statistics) live here, not in the trainer's model, and are
+    loaded before every step: in the simulator other clients use the same model between our steps.
+    """
+
+    def __init__(self, client: ClientAlgorithm, instruction: Instruction):
+        self.trainer, self.config = client.trainer, client.config
+        self.instruction = instruction
+        self.theta0 = instruction.tensors["params"]
+        self.theta = self.theta0.clone()
+        self.buffers = instruction.tensors.get("buffers")
+        self.velocity: torch.Tensor | None = None
+        self.steps = 0
+        self.loss_sum = 0.0
+
+    def step(self) -> None:
+        t, cfg = self.trainer, self.config
+        t.set_params(self.theta)
+        if self.buffers is not None:
+            t.set_buffers(self.buffers)
+        g, loss = t.gradient(cfg.weight_decay)
+        if cfg.momentum:
+            self.velocity = g if self.velocity is None else self.velocity.mul_(cfg.momentum).add_(g)
+            g = self.velocity
+        self.theta.sub_(g, alpha=cfg.lr)
+        if self.buffers is not None:
+            self.buffers = t.get_buffers()
+        self.steps += 1
+        self.loss_sum += loss
+
+    def finish(self) -> Update:
+        tensors = {"delta": self.theta - self.theta0}
+        if self.buffers is not None:
+            tensors["buffers"] = self.buffers
+        meta = {"loss": self.loss_sum / max(1, self.steps), "steps": self.steps,
+                "samples": self.steps * self.trainer.batch_samples, "data_size": self.trainer.num_samples,
+                "version": self.instruction.meta.get("version", 0)}
+        return Update(tensors=tensors, meta=meta)
+
+
+def local_round_update(client: ClientAlgorithm, instruction: Instruction) -> LocalRound:
+    return LocalRound(client, instruction)
 
 
 class LocalSGDClient(ClientAlgorithm):
     config: LocalSGDConfig
 
     def on_instruction(self, instruction: Instruction) -> Update:
-        steps = int(instruction.meta.get("local_steps", self.config.local_steps))
-        return run_local_steps(self, instruction, steps, self.config.momentum)
+        session = LocalRound(self, instruction)
+        for _ in range(int(instruction.meta.get("local_steps", self.config.local_steps))):
+            session.step()
+        return session.finish()
 
 
 SPEC = register(AlgorithmSpec(

@@ -30,6 +30,52 @@ class ClientFailed(RuntimeError):
     pass
 
 
+class InstructionAborted(Exception):
+    """The coordinator ended the algorithm (END) while an instruction was still running."""
+
+
+class LiveContext:
+    """The ClientContext of the live runtime: queries are QUERY/REPLY messages on the client's socket.
+
+    Messages other than REPLY that arrive meanwhile are kept for the main loop; END or SHUTDOWN
+    abort the instruction (the coordinator no longer wants its update).
+    """
+
+    def __init__(self, sock: ClientSocket):
+        self.sock = sock
+        self.pending: list[Message] = []
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def query(self, meta: dict) -> dict:
+        self.sock.send(Message("QUERY", meta))
+        while True:
+            msg = self.sock.recv(CLIENT_IDLE_TIMEOUT_S)
+            if msg is None:
+                raise ClientFailed(f"no reply to a query for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
+            if msg.type == "REPLY":
+                return msg.meta
+            self._keep(msg)
+
+    def send_query(self, meta: dict) -> None:
+        self.sock.send(Message("QUERY", meta))
+
+    def replies(self) -> list[dict]:
+        out = []
+        while (msg := self.sock.recv(0)) is not None:
+            if msg.type == "REPLY":
+                out.append(msg.meta)
+            else:
+                self._keep(msg)
+        return out
+
+    def _keep(self, msg: Message) -> None:
+        self.pending.append(msg)
+        if msg.type in ("END", "SHUTDOWN"):
+            raise InstructionAborted(msg.type)
+
+
 @dataclass
 class Session:
     """One algorithm's worth of client state."""
@@ -65,7 +111,12 @@ class EdgeClient:
             device = self.device_override or "cpu"
             sock.send(Message("HELLO", {"rank": self.wish_rank, "profile": self.wish_profile,
                                         "info": host_info(device)}))
+            self.ctx = LiveContext(sock)
             while True:
+                if self.ctx.pending:  # what arrived while an instruction was running comes first
+                    if not self._handle(sock, self.ctx.pending.pop(0)):
+                        return
+                    continue
                 try:
                     msg = sock.recv(CLIENT_IDLE_TIMEOUT_S)
                 except ProtocolError as exc:
@@ -121,7 +172,9 @@ class EdgeClient:
         trainer = make_trainer(data, meta["model"], indices, config.batch_size,
                                seed=int(meta["seed"]) * 1000 + self.rank, device=self.device, hook=NoHook())
         self._model_key = (meta["model"], config.batch_size, str(self.device))
-        self.session = Session(meta["label"], spec.client(config, trainer), trainer, sampler)
+        half = spec.client(config, trainer)
+        half.ctx = self.ctx
+        self.session = Session(meta["label"], half, trainer, sampler)
 
     def _calibrate(self) -> float:
         """The undisturbed step time: the median of a few real steps with no throttle."""
@@ -144,7 +197,10 @@ class EdgeClient:
             s.first_train = now
         elif s.last_sent is not None:
             s.wait_s += now - s.last_sent
-        update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
+        try:
+            update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
+        except InstructionAborted:
+            return  # the algorithm ended mid-instruction; END is next in ctx.pending
         sock.send(Message("UPDATE", update.meta, update.tensors))
         s.last_sent = time.perf_counter()
 

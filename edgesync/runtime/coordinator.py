@@ -152,6 +152,7 @@ class Coordinator:
         self._calibrate_clients()
         server = spec.server(config, self.initial, sorted(self.peers))
         run = self.current = AlgorithmRun(config)
+        server.now = lambda: time.perf_counter() - run.started
         run.bytes_in0 = dict(self.sock.bytes_in)
         run.bytes_out0 = dict(self.sock.bytes_out)
         budget = sc.stop.time_budget_s
@@ -197,12 +198,21 @@ class Coordinator:
         if rank is None:
             self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
             return []
-        if msg.type == "UPDATE":
-            update = Update(tensors=msg.tensors, meta=msg.meta)
-            self.current.samples += int(msg.meta.get("samples", 0))
-            sends = server.on_update(rank, update)
-            self._log_updates(server)
-            return sends
+        try:
+            if msg.type == "UPDATE":
+                sends = server.on_update(rank, Update(tensors=msg.tensors, meta=msg.meta))
+                self.current.samples += int(msg.meta.get("samples", 0))
+                self._log_updates(server)
+                return sends
+            if msg.type == "QUERY":
+                reply = server.on_query(rank, msg.meta)
+                if reply is not None:
+                    self.sock.send(identity, Message("REPLY", reply))
+                return []
+        except Exception as exc:  # a message the algorithm cannot use: refused, the run goes on
+            log.exception("client %d: %s refused by %s", rank, msg.type, self.current.config.key)
+            self._reject(identity, f"{msg.type} refused: {type(exc).__name__}: {exc}")
+            return []
         if msg.type == "ERROR":
             log.error("client %d reports: %s", rank, msg.meta.get("reason"))
             return []

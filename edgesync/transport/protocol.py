@@ -17,6 +17,8 @@ Message types, and who sends them:
     CALIBRATED reference step  CALIBRATE measure the undisturbed step time now
     UPDATE  an algorithm's     TRAIN     an algorithm's instruction
             update             END       the algorithm is over: send your statistics
+    QUERY   a question inside  REPLY     the server half's answer (ESync's State Server)
+            an instruction
     STATS   per-client totals  SHUTDOWN  the run is over: exit
     ERROR   what went wrong    ERROR     what was wrong with your message
 
@@ -36,8 +38,8 @@ import torch
 
 from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
 
-CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "STATS", "ERROR"})
-COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "END", "SHUTDOWN", "ERROR"})
+CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "QUERY", "STATS", "ERROR"})
+COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "REPLY", "END", "SHUTDOWN", "ERROR"})
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "int32": torch.int32,

@@ -4,6 +4,7 @@ The smoke run passes every message through the wire format (`Message.to_frames` 
 bytes in between), so each half sees what it would see under the live runtime: fresh tensors that
 are views of received buffers.
 """
+import time
 from collections import deque
 
 import pytest
@@ -62,6 +63,28 @@ def _wire(kind: str, tensors: dict, meta: dict) -> Message:
     return Message.from_frames(frames)
 
 
+class InProcessContext:
+    """A ClientContext whose queries go straight to the server half (ESync's State Server)."""
+
+    def __init__(self, server, rank: int):
+        self.server, self.rank, self._replies = server, rank, []
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def query(self, meta: dict) -> dict:
+        return self.server.on_query(self.rank, meta)
+
+    def send_query(self, meta: dict) -> None:
+        reply = self.server.on_query(self.rank, meta)
+        if reply is not None:
+            self._replies.append(reply)
+
+    def replies(self) -> list[dict]:
+        out, self._replies = self._replies, []
+        return out
+
+
 @pytest.mark.parametrize("name", algorithms.names())
 def test_smoke_every_algorithm_trains(name, tiny_trainer):
     # Prepare: two clients on different data, one server, the same initial model everywhere
@@ -72,6 +95,8 @@ def test_smoke_every_algorithm_trains(name, tiny_trainer):
     theta0 = initial.params.clone()
     server = spec.server(config, initial, list(trainers))
     clients = {rank: spec.client(config, trainer) for rank, trainer in trainers.items()}
+    for rank, client in clients.items():
+        client.ctx = InProcessContext(server, rank)
     # Execute: deliver instructions in order; each client's update goes straight back to the server
     queue = deque(server.start())
     applied = 0
