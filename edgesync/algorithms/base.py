@@ -173,6 +173,8 @@ class ClientAlgorithm(ABC):
     model; Flower starts a new process per message). `ctx` is set by the runtime.
     """
 
+    uses_queries: ClassVar[bool] = False  # True if on_instruction calls ctx.query/send_query/replies
+
     def __init__(self, config: AlgorithmConfig, trainer: Trainer):
         self.config = config
         self.trainer = trainer

@@ -108,6 +108,7 @@ class ESyncServer(DeltaServer):
 
 class ESyncClient(ClientAlgorithm):
     config: ESyncConfig
+    uses_queries = True
 
     def __init__(self, config, trainer):
         super().__init__(config, trainer)

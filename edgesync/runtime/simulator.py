@@ -33,11 +33,15 @@ from edgesync.models import build_model
 from edgesync.params import set_buffers, set_params
 from edgesync.runtime.evaluator import evaluate
 from edgesync.runtime.progress import Progress
+from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
 from edgesync.scenario import Scenario
 from edgesync.trainer import Trainer
 from edgesync.transport.protocol import Message
+
+
+TIME_GRID_DIGITS = 9  # virtual times are rounded to 1 ns, where events and evaluations are scheduled
 
 
 class VirtualStep:
@@ -74,9 +78,9 @@ class SimClient:
 class Event:
     time: float
     seq: int
-    kind: str = field(compare=False)        # "to_client" | "to_server"
+    kind: str = field(compare=False)        # to_client | to_server | query | reply | resume
     client: int = field(compare=False)
-    message: Any = field(compare=False)     # Instruction or Update
+    message: Any = field(compare=False)     # Instruction, Update, or a query's / reply's metadata
     size: int = field(compare=False, default=0)
 
 
@@ -125,6 +129,9 @@ class Simulator:
         clients = [self._client(rank, spec, config) for rank in range(len(sc.clients))]
         server = spec.server(config, self.initial, [c.rank for c in clients])
         self.clients, self.server, self.config = clients, server, config
+        self.now = 0.0
+        server.now = lambda: self.now
+        self.processes: dict[int, ClientProcess] = {}
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.samples = 0
@@ -132,7 +139,12 @@ class Simulator:
         self.reached = False
         self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
         self._evaluate(0.0)
-        end = self._events(server)
+        try:
+            end = self._events(server)
+        finally:
+            for rank, process in self.processes.items():  # instructions still running when it ended
+                self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
+                process.kill()
         if not (self._last_row["time_s"] == round(end, 6) and self._last_row["updates"] == server.updates):
             self._evaluate(end)  # the final model, unless the last evaluation already saw it
         self._log_clients(end)
@@ -151,16 +163,17 @@ class Simulator:
                 self._evaluate(next_eval)
                 if self._done():
                     return next_eval
-                next_eval += every
+                next_eval = round(next_eval + every, TIME_GRID_DIGITS)
             if t_next >= budget:
                 return budget
             event = heapq.heappop(self.heap)
-            if event.kind == "to_client":
-                self._deliver_to_client(event)
-            else:
+            self.now = event.time
+            if event.kind == "to_server":
                 self._deliver_to_server(event)
                 if self._done():
                     return event.time
+            else:
+                self._handlers[event.kind](event)
 
     def _done(self) -> bool:
         stop = self.scenario.stop
@@ -174,10 +187,15 @@ class Simulator:
         clock = VirtualStep(FactorSampler(profile, seed=sc.seed, rank=rank), self.step_s[config.batch_size])
         trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
                           seed=sc.seed * 1000 + rank, subset=self.splits[rank], hook=clock)
-        return SimClient(rank, profile, trainer, spec.client(config, trainer), clock)
+        half = spec.client(config, trainer)
+        half.ctx = EagerContext(lambda: clock.elapsed)
+        return SimClient(rank, profile, trainer, half, clock)
 
     # -- events ------------------------------------------------------------------------------------
     def _push(self, t: float, kind: str, client: int, message, size: int) -> None:
+        # Times are sums of floats (0.1 + 0.1 + 0.1 = 0.30000000000000004); on a nanosecond grid, events
+        # that coincide in exact arithmetic coincide here too, so the tie rules hold (TIME_GRID_DIGITS).
+        t = round(t, TIME_GRID_DIGITS)
         heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size))
 
     def _dispatch(self, now: float, sends: list[Send]) -> None:
@@ -189,6 +207,11 @@ class Simulator:
             self.bytes_down += size
             self._push(now + c.link.transfer_s(size), "to_client", send.client, instr, size)
 
+    @property
+    def _handlers(self):
+        return {"to_client": self._deliver_to_client, "query": self._query_at_server,
+                "reply": self._reply_at_client, "resume": self._resume}
+
     def _deliver_to_client(self, event: Event) -> None:
         c = self.clients[event.client]
         start = max(event.time, c.free_at)
@@ -197,11 +220,71 @@ class Simulator:
         elif c.last_sent is not None:
             c.wait_s += start - c.last_sent
         c.clock.elapsed = 0.0
-        update = c.half.on_instruction(event.message)
-        done = start + c.clock.elapsed
+        if not c.half.uses_queries:
+            c.half.ctx.start = start
+            self._finished(c, c.half.on_instruction(event.message), start + c.clock.elapsed)
+            return
+        if c.rank in self.processes:
+            raise RuntimeError(f"client {c.rank} got an instruction while still running the previous one")
+        process = ClientProcess(lambda: c.half.on_instruction(event.message), lambda: c.clock.elapsed, start,
+                                lambda meta, t: self._send_query(c, meta, t, blocking=False))
+        c.half.ctx = process
+        self.processes[c.rank] = process
+        self._serve(c, process.advance(start))
+
+    def _finished(self, c: SimClient, update: Update, done: float) -> None:
         c.free_at = c.last_sent = done
         size = Message("UPDATE", update.meta, update.tensors).wire_size()
         self._push(done + c.link.transfer_s(size), "to_server", c.rank, update, size)
+
+    # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
+    def _serve(self, c: SimClient, request: tuple) -> None:
+        """Act on what a suspended client process asked for."""
+        kind = request[0]
+        if kind == "query":
+            self._send_query(c, request[1], request[2], blocking=True)
+        elif kind == "sync":
+            self._push(request[1], "resume", c.rank, None, 0)
+        elif kind == "done":
+            del self.processes[c.rank]
+            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            self._finished(c, request[1], request[2])
+        elif kind == "error":
+            raise request[1]
+
+    def _send_query(self, c: SimClient, meta: dict, t: float, blocking: bool) -> None:
+        size = Message("QUERY", meta).wire_size()
+        c.bytes_up += size
+        self.bytes_up += size
+        self._push(t + c.link.transfer_s(size), "query", c.rank, (meta, blocking), size)
+
+    def _query_at_server(self, event: Event) -> None:
+        c = self.clients[event.client]
+        meta, blocking = event.message
+        reply = self.server.on_query(c.rank, meta)
+        if reply is None:
+            if blocking:
+                raise RuntimeError(f"{self.config.key}: a blocking query from client {c.rank} got no reply")
+            return
+        size = Message("REPLY", reply).wire_size()
+        c.bytes_down += size
+        self.bytes_down += size
+        self._push(event.time + c.link.transfer_s(size), "reply", c.rank, (reply, blocking), size)
+
+    def _reply_at_client(self, event: Event) -> None:
+        process = self.processes.get(event.client)
+        if process is None:
+            return  # the instruction it answers is over
+        reply, blocking = event.message
+        if blocking:
+            self._serve(self.clients[event.client], process.advance(event.time, reply))
+        else:
+            process.inbox.append(reply)
+
+    def _resume(self, event: Event) -> None:
+        process = self.processes.get(event.client)
+        if process is not None:
+            self._serve(self.clients[event.client], process.advance(event.time))
 
     def _deliver_to_server(self, event: Event) -> None:
         c = self.clients[event.client]
@@ -241,7 +324,9 @@ class Simulator:
             self.recorder.log_client({
                 "algorithm": self.config.key, "client": c.rank, "profile": c.profile.label, "host": "sim",
                 "device": "virtual", "compute_s": round(st.compute_s, 6), "wait_s": round(wait, 6),
-                "wall_s": round(end - c.first_train, 6) if c.first_train is not None else 0.0,
+                # A client mid-step at the end finishes that step (counted in compute_s), as a live
+                # client does before it reads END: wall_s runs to then, so compute_s + wait_s = wall_s.
+                "wall_s": round(max(end, c.free_at) - c.first_train, 6) if c.first_train is not None else 0.0,
                 "steps": st.steps, "samples": st.samples, "bytes_up": c.bytes_up, "bytes_down": c.bytes_down,
                 "reference_step_s": c.clock.base_step_s, "target_factor": round(c.clock.sampler.mean_factor, 6),
             })
