@@ -14,11 +14,13 @@ iteration would not end before the slowest is ready.
 Choices fixed here (ALGORITHMS.md): t_e is the State Server's own receive time of the query that
 follows an iteration (clients' clocks are not synchronized across lab machines); ε (`slack_s`) is
 in seconds, default 0 (the authors' code uses 0.5 s); each client's first instruction runs one
-step before its first query, Alg. 1's RUN-BATCH-DATA-TEST, so its capability is known from the
-start. Non-blocking mode (§4.2, `mode: nonblocking`): the client sends its query and keeps
-training; only READY is answered; c includes the query's round-trip time (measured on the READY
-that ended its last round). Per round each client's n_i and blocking time (from its update's
-arrival to the round's close) are logged to updates.jsonl.
+step before its first query, Alg. 1's RUN-BATCH-DATA-TEST, and nobody is ready while any client's
+capability is unknown. Non-blocking mode (§4.2, `mode: nonblocking`): the client sends its query and
+keeps training; only READY is answered; c includes the query's round-trip time (measured on the READY
+that ended its last round). READY is noticed between iterations: the iteration in progress
+completes and counts (the paper aborts it at once; a step has no preemption point here), so a
+straggler may run one step more than blocking mode would. Per round each client's n_i and blocking
+time (from its update's arrival to the round's close) are logged to updates.jsonl.
 """
 from __future__ import annotations
 
@@ -45,17 +47,24 @@ class Record:
     """The State Server's record of one client (Alg. 2, line 2)."""
 
     k: int = 0
-    c: float = 0.0
+    c: float | None = None  # unknown until the client's first iteration
     t_e: float = 0.0
     ready: bool = False
     round: int = -1
 
 
 def query_state(records: dict[int, Record], caller: int, current_round: int, now: float, slack_s: float) -> bool:
-    """Alg. 2's decision for `caller`, whose record is already updated. Marks it ready if so."""
+    """Alg. 2's decision for `caller`, whose record is already updated. Marks it ready if so.
+
+    A client whose capability is still unknown might be the slowest, so nobody is ready before every
+    capability is known (Alg. 1 measures them all before training starts).
+    """
+    me = records[caller]
+    if me.k == 0 or any(r.c is None for r in records.values()):
+        return False
     slowest = max(records, key=lambda r: (records[r].c, -r))  # ties: the lowest rank
-    me, slow = records[caller], records[slowest]
-    if me.k == 0 or slow.round < current_round:
+    slow = records[slowest]
+    if slow.round < current_round:
         return False
     rest = slow.c - (now - slow.t_e)
     if caller == slowest or slow.ready or me.c + slack_s > rest:
