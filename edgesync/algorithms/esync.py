@@ -30,12 +30,12 @@ from typing import Literal
 from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, LocalSGDConfig
+from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
 from edgesync.algorithms.registry import register
 
 
-class ESyncConfig(LocalSGDConfig):
-    name: Literal["esync"] = "esync"  # type: ignore[assignment]
+class ESyncConfig(DeltaConfig):
+    name: Literal["esync"] = "esync"
     mode: Literal["blocking", "nonblocking"] = Field("blocking", description="State Server queries: "
                                                      "blocking round trips, or §4.2 delayed ACK")
     slack_s: float = Field(0.0, ge=0, description="ε in QUERY-STATE, seconds (authors' code: 0.5)")

@@ -18,12 +18,17 @@ from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundServer
 
 
-class LocalSGDConfig(AlgorithmConfig):
-    name: Literal["local_sgd"] = "local_sgd"
-    local_steps: int = Field(10, ge=1, description="H, local SGD steps per round")
+class DeltaConfig(AlgorithmConfig):
+    """Keys of every algorithm that averages model differences (local SGD, ESync)."""
+
     momentum: float = Field(0.0, ge=0, lt=1, description="local heavy-ball momentum, reset every round")
     global_lr: float = Field(1.0, gt=0, description="ε, the global learning rate")
     weighted: bool = Field(False, description="weight Δ_i by the client's training samples (FedAvg)")
+
+
+class LocalSGDConfig(DeltaConfig):
+    name: Literal["local_sgd"] = "local_sgd"
+    local_steps: int = Field(10, ge=1, description="H, local SGD steps per round")
 
 
 class DeltaServer(RoundServer):
@@ -35,7 +40,7 @@ class DeltaServer(RoundServer):
         self.params = self.params + self.config.global_lr * mean
 
     def weight(self, update: Update) -> float:
-        return float(update.meta.get("data_size", 1)) if getattr(self.config, "weighted", False) else 1.0
+        return float(update.meta.get("data_size", 1)) if self.config.weighted else 1.0
 
 
 class LocalRound:
