@@ -64,7 +64,7 @@ class Message:
         specs = [{"name": n, "dtype": _DTYPE_NAMES.get(t.dtype, "?"), "shape": list(t.shape)}
                  for n, t in self.tensors.items()]
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type,
-                  "meta": self.meta, "tensors": specs}
+                  "meta": finite_json(self.meta), "tensors": specs}
         head = len(json.dumps(header, separators=(",", ":"), allow_nan=False).encode())
         return head + sum(t.numel() * t.element_size() for t in self.tensors.values())
 
@@ -82,7 +82,7 @@ class Message:
             # uint8 view: one buffer type for every dtype (numpy has no bfloat16 and is not needed).
             payload.append(memoryview(t.view(-1).view(torch.uint8).numpy()) if t.numel() else b"")
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type,
-                  "meta": self.meta, "tensors": specs}
+                  "meta": finite_json(self.meta), "tensors": specs}
         return [json.dumps(header, separators=(",", ":"), allow_nan=False).encode(), *payload]
 
     @classmethod
@@ -164,6 +164,17 @@ def host_info(device: str) -> dict[str, Any]:
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return info
+
+
+def finite_json(value: Any) -> Any:
+    """Meta with NaN and ±Inf floats turned into None: JSON has no such numbers (a diverging loss)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
 
 
 def to_jsonable(value: Any) -> Any:

@@ -1,0 +1,104 @@
+"""The asynchronous master shared by the ASGD family (NAG/Multi/DC-ASGD, DANA, SHAT, EASGD, SSP).
+
+It is `asgd.ASGDServer` with its steps named as hooks and the learning-rate warm-up of `warmup` built
+in. For every update from a live client it (1) takes η from the warm-up schedule, (2) measures the lag
+τ = updates applied since the model the client computed on was sent, (3) calls `apply()`, which
+changes the global model out of place, (4) logs τ and DANA's gap G = ‖θ_apply − θ_computed‖₂/√k
+(`staleness.staleness_fields`) plus the algorithm's own fields, (5) keeps the latest BatchNorm
+statistics, and (6) returns `after_update()`'s sends: by default the reply to the sender alone.
+
+Hooks, each with the ASGD behaviour by default:
+- `apply(client, update, lr)` changes `self.params`; returns the vector the gap is normalized by
+  (the update's gradient) and extra fields for the update log. ASGD: θ ← θ − η·g.
+- `outgoing(client)` the parameters the client will compute on (θ; DANA: its look-ahead θ̂); they
+  are remembered in `self.sent[client]`.
+- `computed_on(client)` the parameters the arriving update was computed on (default `sent`).
+- `instruction(client, theta)` the instruction that carries them (θ, buffers, version).
+- `after_update(client)` what to send once the update is applied (SSP holds replies here).
+
+With warm-up off and no hook overridden it applies exactly ASGD's updates. The client half of the
+gradient-pushing members is `SizedGradientClient`: the ASGD client that also reports its data size,
+which the warm-up needs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from edgesync.algorithms.base import Instruction, Send, ServerAlgorithm, Update
+from edgesync.algorithms.gradient_client import GradientClient, model_instruction
+from edgesync.algorithms.staleness import staleness_fields
+from edgesync.algorithms.warmup import Warmup, WarmupConfig
+
+
+class AsyncServer(ServerAlgorithm):
+    config: WarmupConfig
+    update_key = "grad"  # the tensor every update carries
+
+    def __init__(self, config: WarmupConfig, initial, clients):
+        super().__init__(config, initial, clients)
+        self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
+        self.lr = self.warmup.lr()  # η for the next update (and for client-side steps)
+        self.lag_sum = 0
+        self.sent: dict[int, torch.Tensor] = {}  # what each client computes on (references, never copies)
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def apply(self, client: int, update: Update, lr: float) -> tuple[torch.Tensor, dict[str, Any]]:
+        g = update.tensors["grad"]
+        self.params = self.params - lr * g
+        return g, {}
+
+    def outgoing(self, client: int) -> torch.Tensor:
+        return self.params
+
+    def computed_on(self, client: int) -> torch.Tensor:
+        return self.sent.get(client, self.params)
+
+    def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
+        return model_instruction(theta, self.buffers, self.updates)
+
+    def after_update(self, client: int) -> list[Send]:
+        return [self.reply(client)]
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def start(self) -> list[Send]:
+        return [self.reply(c) for c in self.clients]
+
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        if client not in self.clients or self.update_key not in update.tensors:
+            return []  # a dropped client's late update, or a malformed one: not applied
+        lr = self.warmup.observe(client, update.meta)
+        lag = self.updates - int(update.meta.get("version", self.updates))
+        self.lag_sum += lag
+        theta_apply, theta_computed = self.params, self.computed_on(client)
+        scale, extra = self.apply(client, update, lr)
+        fields = staleness_fields(lag, theta_apply, theta_computed, scale)
+        if self.config.warmup_epochs:
+            fields["lr"] = lr
+        self.log_update(client, **fields, **extra)
+        if "buffers" in update.tensors:
+            self.buffers = update.tensors["buffers"].clone()  # BatchNorm statistics: the latest
+        self.updates += 1
+        self.lr = self.warmup.lr()
+        return self.after_update(client)
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        if client in self.clients:
+            self.clients.remove(client)
+        self.sent.pop(client, None)
+        return []
+
+    def reply(self, client: int) -> Send:
+        theta = self.outgoing(client)
+        self.sent[client] = theta
+        return Send(client, self.instruction(client, theta))
+
+
+class SizedGradientClient(GradientClient):
+    """The ASGD client (one gradient at the θ it was sent) that also reports `data_size`."""
+
+    def on_instruction(self, instruction: Instruction) -> Update:
+        update = super().on_instruction(instruction)
+        update.meta["data_size"] = self.trainer.num_samples
+        return update

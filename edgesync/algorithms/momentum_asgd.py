@@ -1,0 +1,144 @@
+"""ASGD with momentum on the master: NAG-ASGD, Multi-ASGD, DC-ASGD (dana.txt §3, App. B.1 Alg. 6–8).
+
+The client is ASGD's (one gradient at the θ it was sent); only the master changes.
+
+- **NAG-ASGD** (Alg. 6): one velocity for all clients, v ← γ·v + g; θ ← θ − η·v. Despite the name
+  Alg. 6 is heavy-ball momentum, and so is this (ALGORITHMS.md).
+- **Multi-ASGD** (Alg. 7): one velocity per client, v_i ← γ·v_i + g_i; θ ← θ − η·v_i.
+- **DC-ASGD** (Alg. 8, Zheng et al. 2017, Eq. 9 of dana.txt): the gradient is first delay-compensated
+  with a diagonal Hessian approximation, ĝ = g + λ·g⊙g⊙(θ − θ_i^sent), θ_i^sent the model last sent
+  to client i; then as Multi-ASGD with ĝ. λ = 2 as in DANA's experiments (MXNet's default: 0.04).
+
+Velocities are kept in parameter units, u = η·v (u ← γ·u + η·g; θ ← θ − u), so that the warm-up's
+momentum correction (`warmup`) is literally "scale the stored momentum by η_new/η_old"; `Velocities`
+does it lazily, when a vector is next used. At a constant η this is the update above.
+The gap of an update is ‖θ − θ_i^sent‖/√k, normalized by the received gradient g (not ĝ).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.base import AlgorithmSpec, Update
+from edgesync.algorithms.registry import register
+from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
+
+
+class MomentumConfig(WarmupConfig):
+    momentum: float = Field(0.9, ge=0, lt=1, description="γ, the master's momentum")
+
+
+class NAGASGDConfig(MomentumConfig):
+    name: Literal["nag_asgd"] = "nag_asgd"
+
+
+class MultiASGDConfig(MomentumConfig):
+    name: Literal["multi_asgd"] = "multi_asgd"
+
+
+class DCASGDConfig(MomentumConfig):
+    name: Literal["dc_asgd"] = "dc_asgd"
+    dc_lambda: float = Field(2.0, ge=0, description="λ, delay-compensation strength (DANA's runs: 2)")
+
+
+def delay_compensate(g: torch.Tensor, lam: float, theta: torch.Tensor, theta_sent: torch.Tensor) -> torch.Tensor:
+    """ĝ = g + λ·g⊙g⊙(θ − θ_sent): g as if computed on θ, not θ_sent (DC-ASGD, DANA-DC)."""
+    return g + lam * g * g * (theta - theta_sent)
+
+
+class Velocities:
+    """Momentum vectors u_k in parameter units, one per key, with lazy momentum correction.
+
+    Each u_k is stored with the η it was last written at; read at another η it is scaled by
+    η_new/η_old, which equals correcting every stored vector at every change of η. With
+    `track_sum`, Σ_k u_k is kept as a running sum (DANA's look-ahead), corrected the same way.
+    """
+
+    def __init__(self, momentum: float, track_sum: bool = False):
+        self.momentum = momentum
+        self.track_sum = track_sum
+        self.u: dict[int, torch.Tensor] = {}
+        self.lr_of: dict[int, float] = {}
+        self._sum: torch.Tensor | None = None
+        self._sum_lr = 0.0
+
+    def get(self, key: int, lr: float) -> torch.Tensor | None:
+        u = self.u.get(key)
+        return None if u is None else correct_momentum(u, self.lr_of[key], lr)
+
+    def total(self, lr: float) -> torch.Tensor | None:
+        return None if self._sum is None else correct_momentum(self._sum, self._sum_lr, lr)
+
+    def push(self, key: int, g: torch.Tensor, lr: float) -> torch.Tensor:
+        """u_key ← γ·u_key + η·g (out of place); returns the new u_key, the step θ ← θ − u_key."""
+        old = self.get(key, lr)
+        new = lr * g if old is None else self.momentum * old + lr * g
+        if self.track_sum:
+            total = self.total(lr)
+            if total is None:
+                self._sum = new
+            else:
+                self._sum = total + new if old is None else total + (new - old)
+            self._sum_lr = lr
+        self.u[key], self.lr_of[key] = new, lr
+        return new
+
+    def drop(self, key: int) -> None:
+        u = self.u.pop(key, None)
+        lr = self.lr_of.pop(key, None)
+        if u is not None and self.track_sum and self._sum is not None:
+            self._sum = self.total(lr) - u
+            self._sum_lr = lr
+
+
+class NAGASGDServer(AsyncServer):
+    """NAG-ASGD's master; `velocity_key` and `gradient` are the hooks its variants override."""
+
+    config: MomentumConfig
+    track_sum = False  # DANA keeps Σ_j v_j for its look-ahead
+
+    def __init__(self, config, initial, clients):
+        super().__init__(config, initial, clients)
+        self.velocities = Velocities(config.momentum, track_sum=self.track_sum)
+
+    def velocity_key(self, client: int) -> int:
+        return -1  # one velocity shared by everyone
+
+    def gradient(self, client: int, g: torch.Tensor) -> torch.Tensor:
+        """The gradient that enters the momentum (DC variants compensate it here)."""
+        return g
+
+    def apply(self, client: int, update: Update, lr: float):
+        g = update.tensors["grad"]
+        u = self.velocities.push(self.velocity_key(client), self.gradient(client, g), lr)
+        self.params = self.params - u
+        return g, {}
+
+
+class MultiASGDServer(NAGASGDServer):
+    def velocity_key(self, client: int) -> int:
+        return client
+
+    def on_client_lost(self, client: int):
+        self.velocities.drop(client)
+        return super().on_client_lost(client)
+
+
+class DCASGDServer(MultiASGDServer):
+    config: DCASGDConfig
+
+    def gradient(self, client: int, g: torch.Tensor) -> torch.Tensor:
+        return delay_compensate(g, self.config.dc_lambda, self.params, self.computed_on(client))
+
+
+PAPER = "DANA (Hakimi et al. 2019), dana.txt App. B.1"
+NAG_SPEC = register(AlgorithmSpec(name="nag_asgd", config=NAGASGDConfig, server=NAGASGDServer,
+                                  client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} Alg. 6"))
+MULTI_SPEC = register(AlgorithmSpec(name="multi_asgd", config=MultiASGDConfig, server=MultiASGDServer,
+                                    client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} Alg. 7"))
+DC_SPEC = register(AlgorithmSpec(name="dc_asgd", config=DCASGDConfig, server=DCASGDServer,
+                                 client=SizedGradientClient, family="asynchronous",
+                                 paper=f"DC-ASGD (Zheng et al. 2017) as in {PAPER} Alg. 8"))

@@ -1,0 +1,81 @@
+"""Contract checks every asynchronous algorithm must pass, run through its real halves.
+
+Three clients with a BatchNorm model; instructions delivered first in, first out. For every
+registered asynchronous algorithm: each applied update logs the lag τ and the gap G; no tensor put
+in a Send or an Update is changed afterwards (zero-copy transport); updates carry the meta the
+runtimes read and the BatchNorm statistics; the master keeps the latest statistics.
+"""
+from collections import deque
+
+import pytest
+import torch
+
+from edgesync import algorithms
+from edgesync.algorithms.base import ModelState
+
+ASYNC = [s.name for s in algorithms.specs() if s.family == "asynchronous"]
+UPDATES = 9
+
+
+_RUNS: dict = {}
+
+
+def _run(name, tiny_trainer):
+    """One run per algorithm, shared by this module's tests (they only read it)."""
+    if name not in _RUNS:
+        _RUNS[name] = _fresh_run(name, tiny_trainer)
+    return _RUNS[name]
+
+
+def _fresh_run(name, tiny_trainer):
+    spec = algorithms.get(name)
+    few_steps = {"local_steps": 2} if "local_steps" in spec.config.model_fields else {}  # EASGD: keep it quick
+    config = spec.config(lr=0.1, batch_size=4, **few_steps)
+    trainers = {rank: tiny_trainer(seed=rank) for rank in (0, 1, 2)}
+    initial = ModelState(trainers[0].get_params(), trainers[0].get_buffers())
+    server = spec.server(config, initial, list(trainers))
+    clients = {rank: spec.client(config, t) for rank, t in trainers.items()}
+    queue, sent, returned, updates = deque(server.start()), [], [], []
+    for _ in range(UPDATES):
+        send = queue.popleft()
+        sent += [(t, t.clone()) for t in send.instruction.tensors.values()]
+        update = clients[send.client].on_instruction(send.instruction)
+        returned += [(t, t.clone()) for t in update.tensors.values()]
+        updates.append(update)
+        queue.extend(server.on_update(send.client, update))
+    for send in queue:
+        sent += [(t, t.clone()) for t in send.instruction.tensors.values()]
+    return server, sent, returned, updates
+
+
+@pytest.mark.parametrize("name", ASYNC)
+def test_every_update_logs_lag_and_gap(name, tiny_trainer):
+    server, *_ = _run(name, tiny_trainer)
+    rows = server.update_log
+    assert len(rows) == UPDATES == server.updates
+    for row in rows:
+        assert isinstance(row["lag"], int) and row["lag"] >= 0
+        assert row["gap"] >= 0 and "gap_normalized" in row
+    assert any(row["lag"] > 0 for row in rows)  # three clients: someone is always behind
+
+
+@pytest.mark.parametrize("name", ASYNC)
+def test_no_sent_or_returned_tensor_is_changed_afterwards(name, tiny_trainer):
+    _, sent, returned, _ = _run(name, tiny_trainer)
+    for tensor, snapshot in sent + returned:
+        assert torch.equal(tensor, snapshot)
+
+
+@pytest.mark.parametrize("name", ASYNC)
+def test_updates_carry_meta_and_statistics(name, tiny_trainer):
+    server, _, _, updates = _run(name, tiny_trainer)
+    for update in updates:
+        assert {"steps", "samples", "version", "loss"} <= set(update.meta)
+        assert all(t.dtype == torch.float32 and t.dim() == 1 for t in update.tensors.values())
+        assert "buffers" in update.tensors
+    assert torch.equal(server.global_buffers(), updates[-1].tensors["buffers"])
+
+
+@pytest.mark.parametrize("name", [n for n in ASYNC if n != "asgd"])
+def test_warmup_key_exists_and_defaults_off(name):
+    assert algorithms.get(name).config(lr=0.1).warmup_epochs == 0.0
