@@ -49,6 +49,7 @@ def summarize(
         evals = [r for r in metrics if r.get("algorithm") == label]
         entry = _summarize_evals(evals, target_acc)
         entry["compute_ratio_mean"] = compute_ratio_mean([r for r in clients if r.get("algorithm") == label])
+        entry["diverged"] = any(r.get("diverged") for r in evals)
         logged = [r for r in updates or () if r.get("algorithm") == label]
         for key in ("lag", "gap", "gap_normalized"):
             values = [r[key] for r in logged if isinstance(r.get(key), (int, float))]

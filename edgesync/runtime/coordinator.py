@@ -9,6 +9,7 @@ an ERROR reply and are logged; the loop goes on serving the others.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -54,6 +55,7 @@ class AlgorithmRun:
     bytes_in0: dict[bytes, int] = field(default_factory=dict)
     bytes_out0: dict[bytes, int] = field(default_factory=dict)
     reached_target: bool = False
+    diverged: bool = False
     best_acc: float = 0.0
 
 
@@ -188,7 +190,7 @@ class Coordinator:
             return True
         if stop.max_updates is not None and server.updates >= stop.max_updates:
             return True
-        return bool(stop.stop_at_target and self.current.reached_target)
+        return self.current.diverged or bool(stop.stop_at_target and self.current.reached_target)
 
     def _handle(self, server, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
         rank = self.ranks.get(identity)
@@ -256,6 +258,8 @@ class Coordinator:
         target = self.scenario.stop.target_acc
         if target is not None and row["test_acc"] >= target:
             run.reached_target = True
+        if not math.isfinite(row["test_loss"]):  # the model diverged: nothing more to learn from it
+            run.diverged = row["diverged"] = True
         self.recorder.log_eval(row)
         self.progress.update(row)
 

@@ -16,6 +16,7 @@ this safe: a client half loads the parameters it needs at the start of each inst
 from __future__ import annotations
 
 import heapq
+import math
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ class Simulator:
         self.seq = itertools.count()
         self.samples = 0
         self.bytes_up = self.bytes_down = 0
-        self.reached = False
+        self.reached = self.diverged = False
         self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
         self._evaluate(0.0)
         try:
@@ -179,7 +180,7 @@ class Simulator:
         stop = self.scenario.stop
         if stop.max_updates is not None and self.server.updates >= stop.max_updates:
             return True
-        return bool(stop.stop_at_target and self.reached)
+        return self.diverged or bool(stop.stop_at_target and self.reached)
 
     def _client(self, rank: int, spec, config: AlgorithmConfig) -> SimClient:
         sc = self.scenario
@@ -313,6 +314,8 @@ class Simulator:
         target = self.scenario.stop.target_acc
         if target is not None and acc >= target:
             self.reached = True
+        if not math.isfinite(loss):  # the model diverged: nothing more to learn from it
+            self.diverged = row["diverged"] = True
         self._last_row = row
         self.recorder.log_eval(row)
         self.progress.update(row)

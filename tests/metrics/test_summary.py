@@ -50,6 +50,7 @@ def test_summary_values_by_hand():
         "compute_ratio_mean": 0.5,                                                      # (0.8 + 0.2) / 2
         "evals": 4, "speedup_vs": 1.0,
         "mean_lag": None, "mean_gap": None, "mean_gap_normalized": None,  # no updates.jsonl rows
+        "diverged": False,
     }
     asgd = summary["asgd-lr0.1"]
     assert asgd["algorithm"] == "asgd"
