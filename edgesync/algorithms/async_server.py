@@ -95,10 +95,5 @@ class AsyncServer(ServerAlgorithm):
         return Send(client, self.instruction(client, theta))
 
 
-class SizedGradientClient(GradientClient):
-    """The ASGD client (one gradient at the θ it was sent) that also reports `data_size`."""
-
-    def on_instruction(self, instruction: Instruction) -> Update:
-        update = super().on_instruction(instruction)
-        update.meta["data_size"] = self.trainer.num_samples
-        return update
+# The ASGD client reports its data size itself now; the name stays for the algorithms built on it.
+SizedGradientClient = GradientClient

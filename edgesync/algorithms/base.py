@@ -38,6 +38,8 @@ class AlgorithmConfig(BaseModel):
     lr: float = Field(0.05, gt=0, description="learning rate η")
     batch_size: int = Field(32, ge=1, description="mini-batch size per client step")
     weight_decay: float = Field(0.0, ge=0, description="L2 coefficient, added to the gradient")
+    warmup_epochs: float = Field(0.0, ge=0, description="E: ramp η from η/N to η over E epochs of the "
+                                 "training data, with momentum correction (DANA App. B.4); 0 = off")
 
     @property
     def key(self) -> str:

@@ -20,7 +20,7 @@ class GradientClient(ClientAlgorithm):
         buffers = trainer.get_buffers()
         if buffers.numel():
             tensors["buffers"] = buffers
-        meta = {"loss": loss, "steps": 1, "samples": trainer.batch_samples,
+        meta = {"loss": loss, "steps": 1, "samples": trainer.batch_samples, "data_size": trainer.num_samples,
                 "version": instruction.meta.get("version", 0)}
         return Update(tensors=tensors, meta=meta)
 

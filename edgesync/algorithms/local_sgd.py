@@ -39,6 +39,10 @@ class DeltaServer(RoundServer):
     def apply(self, mean: torch.Tensor) -> None:
         self.params = self.params + self.config.global_lr * mean
 
+    def instruction_meta(self, client: int) -> dict:
+        # Under warm-up the clients' local η follows the schedule; momentum restarts every round.
+        return {"lr": self.round_lr} if self.config.warmup_epochs else {}
+
     def weight(self, update: Update) -> float:
         return float(update.meta.get("data_size", 1)) if self.config.weighted else 1.0
 
@@ -59,6 +63,7 @@ class LocalRound:
         self.velocity: torch.Tensor | None = None
         self.steps = 0
         self.loss_sum = 0.0
+        self.lr = float(instruction.meta.get("lr", self.config.lr))
 
     def step(self) -> None:
         t, cfg = self.trainer, self.config
@@ -69,7 +74,7 @@ class LocalRound:
         if cfg.momentum:
             self.velocity = g if self.velocity is None else self.velocity.mul_(cfg.momentum).add_(g)
             g = self.velocity
-        self.theta.sub_(g, alpha=cfg.lr)
+        self.theta.sub_(g, alpha=self.lr)
         if self.buffers is not None:
             self.buffers = t.get_buffers()
         self.steps += 1

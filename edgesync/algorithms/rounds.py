@@ -2,7 +2,8 @@
 
 Each round the server broadcasts θ with the round number as `version`, collects one update per live
 client into running sums (memory does not grow with the number of clients), and when every live
-client has reported calls `apply(mean)` and broadcasts again. Updates from an earlier round or from
+client has reported calls `apply(mean)` and broadcasts again. `round_lr` is η for the round: the
+configured one, or the warm-up schedule's at the round's start (`warmup_epochs`). Updates from an earlier round or from
 a client not in the round are ignored. A client lost after it reported still counts: its update was
 computed on this round's θ. Subclasses say which tensor they average (`update_key`) and how to
 weight it (`weight`).
@@ -15,6 +16,7 @@ import torch
 
 from edgesync.algorithms.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.gradient_client import model_instruction
+from edgesync.algorithms.warmup import Warmup
 
 
 class RoundServer(ServerAlgorithm):
@@ -23,6 +25,8 @@ class RoundServer(ServerAlgorithm):
     def __init__(self, config, initial, clients):
         super().__init__(config, initial, clients)
         self.round = 0
+        self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
+        self.round_lr = self.warmup.lr()
         self._reset()
 
     def _reset(self) -> None:
@@ -51,6 +55,7 @@ class RoundServer(ServerAlgorithm):
     def on_update(self, client: int, update: Update) -> list[Send]:
         if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
             return []  # a late update from an earlier round or a dropped client: not part of this round
+        self.warmup.observe(client, update.meta)
         w = self.weight(update)
         self.reported.add(client)
         self.weight_sum += w
@@ -76,6 +81,7 @@ class RoundServer(ServerAlgorithm):
         return self.broadcast()
 
     def broadcast(self) -> list[Send]:
+        self.round_lr = self.warmup.lr()
         return [Send(c, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(c)))
                 for c in self.clients]
 

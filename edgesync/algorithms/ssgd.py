@@ -35,7 +35,7 @@ class SSGDServer(RoundServer):
         if self.config.momentum:
             self.velocity = mean if self.velocity is None else self.config.momentum * self.velocity + mean
             step = self.velocity
-        self.params = self.params - self.config.lr * step
+        self.params = self.params - self.round_lr * step  # v is lr-free: no momentum correction needed
 
 
 SPEC = register(AlgorithmSpec(

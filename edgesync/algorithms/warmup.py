@@ -23,16 +23,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from pydantic import Field
-
 from edgesync.algorithms.base import AlgorithmConfig
 
 
-class WarmupConfig(AlgorithmConfig):
-    """The common keys plus `warmup_epochs`: the base of every config that supports warm-up."""
-
-    warmup_epochs: float = Field(0.0, ge=0, description="E: ramp η from η/N to η over E epochs of the "
-                                 "training data, with momentum correction (DANA App. B.4); 0 = off")
+# Every algorithm has `warmup_epochs` (on AlgorithmConfig); the name stays for the configs built on it.
+WarmupConfig = AlgorithmConfig
 
 
 def warmup_lr(lr: float, n_clients: int, epochs_done: float, warmup_epochs: float) -> float:

@@ -110,3 +110,18 @@ def test_clients_that_step_locally_are_sent_the_current_lr(server_cls, config, m
     # Assert: 0.05 at the start, 0.0625 after one update of 4 of 16 samples
     assert [s.instruction.meta["lr"] for s in start] == [0.05, 0.05]
     assert reply[0].instruction.meta["lr"] == pytest.approx(0.0625)
+
+
+def test_synchronous_rounds_follow_the_warmup_schedule(model_state, make_update):
+    """SSGD under warm-up: round 1 uses η/N, then η grows with the samples applied."""
+    from edgesync.algorithms.ssgd import SSGDConfig, SSGDServer
+    # 2 clients, 100 samples each (200 in all), 50 samples per update, E = 1 epoch, η = 0.2:
+    # round 1 at progress 0 → η/2 = 0.1; after it 100/200 = 0.5 epoch → η = 0.1 + 0.1·0.5 = 0.15
+    server = SSGDServer(SSGDConfig(lr=0.2, warmup_epochs=1.0), model_state([1.0]), [0, 1])
+    server.start()
+    for c in (0, 1):
+        server.on_update(c, make_update([1.0], version=0, samples=50, data_size=100))
+    assert torch.allclose(server.params, torch.tensor([0.9]))          # 1 − 0.1·1
+    for c in (0, 1):
+        server.on_update(c, make_update([1.0], version=1, samples=50, data_size=100))
+    assert torch.allclose(server.params, torch.tensor([0.75]))         # 0.9 − 0.15·1
