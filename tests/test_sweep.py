@@ -1,0 +1,118 @@
+"""Sweeps: `sweep:` maps dotted keys to value lists; every combination is a labelled sub-run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime.runs import run_scenario
+from edgesync.scenario import ScenarioError, load_scenario, scenario_from_dict
+from edgesync.sweep import variants
+
+
+def scenario(sweep: dict, **extra) -> dict:
+    return {"name": "sw", "clients": 2, "algorithms": [{"name": "ssgd", "lr": 0.1}], "sweep": sweep, **extra}
+
+
+def test_without_a_sweep_there_is_one_untagged_variant():
+    sc = scenario_from_dict(scenario({}))
+    (only,) = variants(sc)
+    assert only.tag == "" and only.scenario is sc
+    assert [a.key for a in only.scenario.algorithms] == ["ssgd"]
+
+
+def test_every_combination_is_a_variant_with_a_tag_and_labels():
+    sc = scenario_from_dict(scenario({"clients": [2, 3], "algorithms.0.lr": [0.05, 0.1]},
+                                     algorithms=[{"name": "ssgd"}, {"name": "asgd", "label": "a"}]))
+    vs = variants(sc)
+    assert [v.tag for v in vs] == ["clients=2,lr=0.05", "clients=2,lr=0.1", "clients=3,lr=0.05", "clients=3,lr=0.1"]
+    assert [a.key for a in vs[0].scenario.algorithms] == ["ssgd@clients=2,lr=0.05", "a@clients=2,lr=0.05"]
+    assert [a.key for a in vs[3].scenario.algorithms] == ["ssgd@clients=3,lr=0.1", "a@clients=3,lr=0.1"]
+    for v, (n, lr) in zip(vs, [(2, 0.05), (2, 0.1), (3, 0.05), (3, 0.1)]):
+        assert len(v.scenario.clients) == n
+        assert v.scenario.algorithms[0].lr == lr
+        assert v.scenario.algorithms[1].lr == 0.05  # only entry 0 is swept (0.05 is the default)
+        assert v.scenario.sweep == {}               # a variant does not sweep again
+    # The scenario itself is untouched.
+    assert len(sc.clients) == 2 and sc.algorithms[0].lr == 0.05
+
+
+def test_a_key_keeps_its_full_path_when_its_last_part_is_ambiguous_or_a_number():
+    # Unique last part: shortened.
+    (v1, _) = variants(scenario_from_dict(scenario({"clients.1.profile": ["x1", "x10"]})))
+    assert v1.tag == "profile=x1"
+    # Two keys ending in `profile`: both keep their path.
+    vs = variants(scenario_from_dict(scenario({"clients.0.profile": ["x2"], "clients.1.profile": ["x10"]})))
+    assert [v.tag for v in vs] == ["clients.0.profile=x2,clients.1.profile=x10"]
+    assert [c.profile.label for c in vs[0].scenario.clients] == ["x2", "x10"]
+    assert vs[0].scenario.algorithms[0].key == "ssgd@clients.0.profile=x2,clients.1.profile=x10"
+    # A numeric last part (a list item) keeps its path.
+    vs = variants(scenario_from_dict(scenario({"clients.1": ["x10", {"profile": "x100"}]})))
+    assert [v.tag for v in vs] == ['clients.1=x10', 'clients.1={"profile":"x100"}']
+    assert [c.profile.label for c in vs[1].scenario.clients] == ["x1", "x100"]
+
+
+def test_values_are_shown_as_written(tmp_path):
+    vs = variants(scenario_from_dict(scenario({"stop.target_acc": [None, 0.5], "partition": [{"kind": "iid"}]})))
+    assert [v.tag for v in vs] == ['target_acc=null,partition={"kind":"iid"}',
+                                   'target_acc=0.5,partition={"kind":"iid"}']
+    assert vs[0].scenario.stop.target_acc is None
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_an_invalid_sweep_value_names_the_key_and_the_value(tmp_path):
+    path = _write(tmp_path, scenario({"stop.time_budget_s": [10, -1]}))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    text = str(err.value)
+    assert "stop.time_budget_s" in text and "-1" in text and "sweep" in text
+    assert str(path) in text
+    # A path the scenario does not have is an error too.
+    path = _write(tmp_path, scenario({"clients.5.profile": ["x1"]}))
+    with pytest.raises(ScenarioError, match=r"sweep clients\.5\.profile=x1: clients\.5: no such list item"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize("sweep,message", [
+    ({"clients": []}, "sweep key 'clients' needs at least one value"),
+    ({"sweep.x": [1]}, "a sweep cannot sweep itself"),
+    ({"clients": 3}, "sweep.clients"),
+])
+def test_malformed_sweeps_are_rejected(tmp_path, sweep, message):
+    with pytest.raises(ScenarioError, match="sweep") as err:
+        load_scenario(_write(tmp_path, scenario(sweep)))
+    assert message in str(err.value)
+
+
+def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
+    data = scenario({"clients": [2, 3]}, runtime="sim", seed=1,
+                    algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
+                    dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": None},
+                    eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1})
+    out = tmp_path / "run"
+    summary = run_scenario(scenario_from_dict(data), out, progress=False)
+    labels = ["ssgd@clients=2", "asgd@clients=2", "ssgd@clients=3", "asgd@clients=3"]
+    assert list(summary) == labels
+    assert list(json.loads((out / "summary.json").read_text())) == labels
+    clients = read_jsonl(out / "clients.jsonl")
+    for label in labels:
+        rows = [r for r in clients if r["algorithm"] == label]
+        assert [r["client"] for r in rows] == list(range(int(label[-1])))
+    assert len(clients) == 2 * (2 + 3)
+    # All x1 clients, steps of 0.1 s, 1.05 s: 10 rounds whatever the number of clients.
+    assert summary["ssgd@clients=2"]["updates"] == summary["ssgd@clients=3"]["updates"] == 10
+    assert summary["asgd@clients=3"]["updates"] > summary["asgd@clients=2"]["updates"]
+    # The run folder records the scenario with its sweep, and the report lists every label.
+    recorded = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert recorded["sweep"] == {"clients": [2, 3]}
+    report = (out / "report.md").read_text()
+    assert all(f"`{label}`" in report for label in labels)
