@@ -144,3 +144,21 @@ def test_missing_dataset_fails_before_any_client_starts(tmp_path):
     assert result.returncode == 2
     assert "EDGESYNC_DATA" in result.stderr and "does not hold Fashion-MNIST" in result.stderr
     assert not (tmp_path / "run" / "logs" / "client-0.log").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_live_with_new_client_processes_per_variant(tmp_path):
+    """Sweeps work in the live runtime too: two client counts, one run folder, labelled entries."""
+    scenario = tmp_path / "sweep.yaml"
+    scenario.write_text("name: sweep\nclients: 2\ndataset: {train_size: 2000}\n"
+                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 2}\neval: {test_size: 200}\n"
+                        "sweep: {clients: [2, 3]}\n")
+    out = tmp_path / "run"
+    result = edgesync("run", str(scenario), "--out", str(out), "-q")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary) == ["asgd@clients=2", "asgd@clients=3"]
+    rows = [json.loads(line) for line in (out / "clients.jsonl").read_text().splitlines()]
+    assert sorted((r["algorithm"], r["client"]) for r in rows) == [
+        ("asgd@clients=2", 0), ("asgd@clients=2", 1),
+        ("asgd@clients=3", 0), ("asgd@clients=3", 1), ("asgd@clients=3", 2)]

@@ -108,6 +108,37 @@ def plot_bytes(run: RunData, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_staleness(run: RunData, path: Path, bins: int = 40) -> Path:
+    """Mean lag τ and mean gap G of applied updates over time (binned), one line per entry that logs them."""
+    fig = Figure(figsize=(7, 5.6))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    labels = [label for label in run.labels if any(r.get("algorithm") == label and "gap" in r for r in run.updates)]
+    end = max((r["time_s"] for r in run.updates if "time_s" in r), default=0.0) or 1.0
+    width = end / bins
+    for i, label in enumerate(labels):
+        sums: dict[int, list[float]] = {}
+        for r in run.updates:
+            if r.get("algorithm") == label and isinstance(r.get("gap"), (int, float)):
+                acc = sums.setdefault(min(bins - 1, int(r["time_s"] / width)), [0.0, 0.0, 0])
+                acc[0] += r.get("lag", 0)
+                acc[1] += r["gap"]
+                acc[2] += 1
+        xs = [(b + 0.5) * width for b in sorted(sums)]
+        style = _line_style(i)
+        top.plot(xs, [sums[b][0] / sums[b][2] for b in sorted(sums)], **style, label=label)
+        bottom.plot(xs, [sums[b][1] / sums[b][2] for b in sorted(sums)], **style, label=label)
+    top.set_title("Staleness of applied updates")
+    top.set_ylabel("mean lag τ (updates)")
+    bottom.set_ylabel("mean gap G = ‖Δθ‖₂/√k")
+    bottom.set_xlabel(_time_label(run))
+    for ax in (top, bottom):
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+    top.legend(loc="upper right", fontsize="small")
+    return _save(fig, path)
+
+
 def plot_compute_ratio(run: RunData, path: Path) -> Path:
     """Grouped bars: for each entry (group) one bar per client, its compute time / wall time."""
     fig, ax = _new_plot("Compute-time ratio per client", "Entry", "Compute time / wall time")

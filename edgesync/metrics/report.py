@@ -16,7 +16,7 @@ import json
 import math
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,12 +26,13 @@ import yaml
 
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
 from edgesync.metrics.plots import (NONE, PLOT_STYLE, _num, _pct, _secs, _sort_key, plot_accuracy, plot_bytes,
-                                    plot_compute_ratio)
+                                    plot_compute_ratio, plot_staleness)
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
-                                       SUMMARY_FILE, read_jsonl, write_atomic)
+                                       SUMMARY_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.summary import compute_ratio, speedup, summarize
 
 BYTES_PER_MB = 1e6                 # the report's MB are decimal megabytes
+STALENESS_PLOT = "staleness_vs_time.png"  # only for runs whose algorithms log lag and gap
 PLOT_FILES = {  # file name -> caption in report.md
     "accuracy_vs_time.png": "Test accuracy vs time",
     "accuracy_vs_updates.png": "Test accuracy vs global model updates",
@@ -51,6 +52,11 @@ class RunData:
     summary: dict[str, dict]               # label -> summary entry, in report order
     target_acc: float | None
     virtual_time: bool                     # the simulator's clock, not the wall clock
+    updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
+
+    @property
+    def has_staleness(self) -> bool:
+        return any("gap" in r for r in self.updates)
 
     @property
     def labels(self) -> list[str]:
@@ -68,6 +74,8 @@ def render_report(run_dir: Path) -> Path:
         plot_accuracy(run, "updates", plots_dir / "accuracy_vs_updates.png")
         plot_bytes(run, plots_dir / "bytes_vs_time.png")
         plot_compute_ratio(run, plots_dir / "compute_ratio.png")
+        if run.has_staleness:
+            plot_staleness(run, plots_dir / STALENESS_PLOT)
     path = run_dir / REPORT_FILE
     write_atomic(path, format_report(run))
     return path
@@ -94,6 +102,7 @@ def load_run(run_dir: Path) -> RunData:
         name=str(scenario.get("name") or run_dir.resolve().name),
         scenario=scenario, metrics=metrics, clients=clients, summary=summary, target_acc=target,
         virtual_time=_kind(scenario.get("runtime")) == "sim",
+        updates=read_jsonl(run_dir / UPDATES_FILE),
     )
 
 
@@ -147,6 +156,8 @@ def format_report(run: RunData) -> str:
     lines += ["## Plots", ""]
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]
+    if run.has_staleness:
+        lines += [f"![Staleness of applied updates: lag and gap vs time]({PLOTS_DIR}/{STALENESS_PLOT})", ""]
     return "\n".join(lines)
 
 

@@ -72,7 +72,7 @@ class LocalClients:
                 p.wait()
 
 
-def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> None:
+def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str = "logs") -> None:
     """Run every algorithm of `scenario` with local client processes, recording into `recorder`."""
     coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress)
     try:
@@ -80,7 +80,7 @@ def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> N
     except BaseException:
         coordinator.close()
         raise
-    clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / "logs")
+    clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs)
     coordinator.health_check = clients.check
     try:
         coordinator.run()

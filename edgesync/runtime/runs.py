@@ -40,7 +40,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True) -> di
                     resolved["sim"]["measured_step_s"].update(steps)
                 else:
                     from edgesync.runtime.launcher import run_live
-                    run_live(variant.scenario, recorder, display)
+                    run_live(variant.scenario, recorder, display,
+                             logs=f"logs/{variant.tag}" if variant.tag else "logs")
         finally:
             display.close()
         recorder.write_scenario(resolved)  # now with what the run measured, for an exact replay

@@ -123,3 +123,25 @@ def test_an_empty_folder_still_renders(tmp_path):
     assert "No client records" in text
     for name in PLOTS:
         _assert_valid_png(tmp_path / "plots" / name, min_bytes=3_000)
+
+
+def test_staleness_plot_only_for_runs_that_log_lag_and_gap(tmp_path):
+    import json as _json
+    for name, logs in (("async", True), ("sync", False)):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "scenario.yaml").write_text(f"name: {name}\nstop: {{target_acc: 0.5}}\n")
+        (run / "metrics.jsonl").write_text("".join(_json.dumps(
+            {"algorithm": "asgd", "time_s": t, "updates": 10 * t, "samples": 320 * t, "test_acc": 0.1 * t,
+             "test_loss": 1.0, "bytes_up": 1000 * t, "bytes_down": 1000 * t}) + "\n" for t in range(5)))
+        (run / "clients.jsonl").write_text("")
+        if logs:
+            (run / "updates.jsonl").write_text("".join(_json.dumps(
+                {"algorithm": "asgd", "time_s": i / 10, "client": i % 2, "update": i, "lag": i % 3,
+                 "gap": 0.001 * (i % 4), "gap_normalized": 0.5}) + "\n" for i in range(40)))
+        text = render_report(run).read_text()
+        png = run / "plots" / "staleness_vs_time.png"
+        assert png.exists() is logs
+        assert ("staleness_vs_time.png" in text) is logs
+        if logs:
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
