@@ -342,3 +342,11 @@ def test_cli_validate_applies_set(write):
     result = CliRunner().invoke(app, ["validate", str(write(BASE)), "--set", "clients=5"], terminal_width=400)
     assert result.exit_code == 0, result.output
     assert "5 clients" in result.output
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_scenario_validates_with_its_sweep(path):
+    from edgesync.sweep import variants
+    scenario = load_scenario(path)
+    assert variants(scenario, str(path))  # every sweep combination is a valid scenario too
