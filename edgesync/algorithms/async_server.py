@@ -16,9 +16,9 @@ Hooks, each with the ASGD behaviour by default:
 - `instruction(client, theta)` the instruction that carries them (θ, buffers, version).
 - `after_update(client)` what to send once the update is applied (SSP holds replies here).
 
-With warm-up off and no hook overridden it applies exactly ASGD's updates. The client half of the
-gradient-pushing members is `SizedGradientClient`: the ASGD client that also reports its data size,
-which the warm-up needs.
+With warm-up off and no hook overridden it applies exactly ASGD's updates (`asgd` is this class). The
+client half of the gradient-pushing members is `gradient_client.GradientClient`, whose updates carry
+the client's data size, which the warm-up needs.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from edgesync.algorithms.base import Instruction, Send, ServerAlgorithm, Update
-from edgesync.algorithms.gradient_client import GradientClient, model_instruction
+from edgesync.algorithms.gradient_client import model_instruction
 from edgesync.algorithms.staleness import staleness_fields
 from edgesync.algorithms.warmup import Warmup, WarmupConfig
 
@@ -94,6 +94,3 @@ class AsyncServer(ServerAlgorithm):
         self.sent[client] = theta
         return Send(client, self.instruction(client, theta))
 
-
-# The ASGD client reports its data size itself now; the name stays for the algorithms built on it.
-SizedGradientClient = GradientClient

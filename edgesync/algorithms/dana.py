@@ -21,7 +21,8 @@ from typing import Literal
 
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.async_server import AsyncServer
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Instruction, Update
 from edgesync.algorithms.momentum_asgd import DCASGDConfig, MomentumConfig, MultiASGDServer, delay_compensate
 from edgesync.algorithms.registry import register
@@ -55,7 +56,7 @@ class DanaDCServer(DanaZeroServer):
         return delay_compensate(g, self.config.dc_lambda, self.params, self.computed_on(client))
 
 
-class DanaSlimClient(SizedGradientClient):
+class DanaSlimClient(GradientClient):
     """Alg. 4: the gradient at the Θ it was sent, folded into its own v; sends γ·v + g."""
 
     config: DanaSlimConfig
@@ -80,8 +81,8 @@ class DanaSlimClient(SizedGradientClient):
 
 PAPER = "DANA (Hakimi et al. 2019), dana.txt"
 ZERO_SPEC = register(AlgorithmSpec(name="dana_zero", config=DanaZeroConfig, server=DanaZeroServer,
-                                   client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} §4.1, Alg. 3"))
+                                   client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.1, Alg. 3"))
 SLIM_SPEC = register(AlgorithmSpec(name="dana_slim", config=DanaSlimConfig, server=AsyncServer,
                                    client=DanaSlimClient, family="asynchronous", paper=f"{PAPER} §4.2, Alg. 4"))
 DC_SPEC = register(AlgorithmSpec(name="dana_dc", config=DanaDCConfig, server=DanaDCServer,
-                                 client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} §4.3, Alg. 9"))
+                                 client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.3, Alg. 9"))

@@ -21,7 +21,8 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.async_server import AsyncServer
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Update
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
@@ -136,9 +137,9 @@ class DCASGDServer(MultiASGDServer):
 
 PAPER = "DANA (Hakimi et al. 2019), dana.txt App. B.1"
 NAG_SPEC = register(AlgorithmSpec(name="nag_asgd", config=NAGASGDConfig, server=NAGASGDServer,
-                                  client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} Alg. 6"))
+                                  client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 6"))
 MULTI_SPEC = register(AlgorithmSpec(name="multi_asgd", config=MultiASGDConfig, server=MultiASGDServer,
-                                    client=SizedGradientClient, family="asynchronous", paper=f"{PAPER} Alg. 7"))
+                                    client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 7"))
 DC_SPEC = register(AlgorithmSpec(name="dc_asgd", config=DCASGDConfig, server=DCASGDServer,
-                                 client=SizedGradientClient, family="asynchronous",
+                                 client=GradientClient, family="asynchronous",
                                  paper=f"DC-ASGD (Zheng et al. 2017) as in {PAPER} Alg. 8"))

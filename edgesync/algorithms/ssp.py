@@ -20,7 +20,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.async_server import AsyncServer
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Send, Update
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig
@@ -66,6 +67,6 @@ class SSPServer(AsyncServer):
 
 
 SPEC = register(AlgorithmSpec(
-    name="ssp", config=SSPConfig, server=SSPServer, client=SizedGradientClient, family="asynchronous",
+    name="ssp", config=SSPConfig, server=SSPServer, client=GradientClient, family="asynchronous",
     paper="Stale synchronous parallel (Ho et al. 2013; survey §3.3.4)",
 ))

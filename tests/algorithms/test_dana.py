@@ -10,7 +10,8 @@ DANA-Slim's master holds): Θ ← Θ − η·(γ·v + g) with v ← γ·v + g, g
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.async_server import AsyncServer
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.dana import (
     DanaDCConfig, DanaDCServer, DanaSlimClient, DanaSlimConfig, DanaZeroConfig, DanaZeroServer,
 )
@@ -38,7 +39,7 @@ def test_dana_zero_look_ahead_with_one_client_gives_the_nesterov_sequence(model_
     # Prepare: θ̂ = θ − ηγ·v; first update: v = 1, θ = 0.9, θ̂ = 0.9 − 0.09 = 0.81
     config = DanaZeroConfig(lr=0.1, momentum=0.9)
     server = DanaZeroServer(config, model_state([1.0]), [0])
-    client = SizedGradientClient(config, QuadraticTrainer())
+    client = GradientClient(config, QuadraticTrainer())
     # Execute
     sends = run_fifo(server, {0: client}, updates=6)
     # Assert: the look-ahead sent; the master's own θ is heavy ball (θ1 = 0.9)

@@ -6,7 +6,7 @@ Velocities are kept as u = η·v (u ← γ·u + η·g; θ ← θ − u): at a co
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import SizedGradientClient
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.momentum_asgd import (
     DCASGDConfig, DCASGDServer, MultiASGDConfig, MultiASGDServer, NAGASGDConfig, NAGASGDServer, delay_compensate,
 )
@@ -21,7 +21,7 @@ def test_nag_asgd_with_one_client_is_heavy_ball(model_state):
     # u4 = 0.2106 + 0.0486 = 0.2592 → 0.2268;  u5 = 0.23328 + 0.02268 = 0.25596 → −0.02916
     config = NAGASGDConfig(lr=0.1, momentum=0.9)
     server = NAGASGDServer(config, model_state([1.0]), [0])
-    client = SizedGradientClient(config, QuadraticTrainer())
+    client = GradientClient(config, QuadraticTrainer())
     # Execute
     sends = run_fifo(server, {0: client}, updates=6)
     # Assert: the model sent after update k is w_k

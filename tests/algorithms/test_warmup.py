@@ -7,7 +7,8 @@ E = 1 epoch. Progress before update k is 4(k − 1)/16 epochs, so updates 1…6 
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer, SizedGradientClient
+from edgesync.algorithms.async_server import AsyncServer
+from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.dana import DanaSlimClient, DanaSlimConfig
 from edgesync.algorithms.easgd import EASGDConfig, EASGDServer
 from edgesync.algorithms.momentum_asgd import NAGASGDConfig, NAGASGDServer
@@ -78,7 +79,7 @@ def test_warmup_of_nag_asgd_equals_torch_sgd_with_the_same_schedule(model_state)
     # Prepare: the quadratic, one pushing client of two; η follows SCHEDULE
     config = NAGASGDConfig(lr=0.1, momentum=0.9, warmup_epochs=1.0)
     server = NAGASGDServer(config, model_state([1.0]), [0, 1])
-    client = SizedGradientClient(config, QuadraticTrainer(num_samples=8, batch_samples=4))
+    client = GradientClient(config, QuadraticTrainer(num_samples=8, batch_samples=4))
     # Execute
     sends = run_fifo(server, {0: client, 1: None}, updates=7, order=[0] * 7)
     # Assert
