@@ -112,9 +112,15 @@ class Scenario(Strict):
     @field_validator("clients", mode="before")
     @classmethod
     def _clients(cls, value: Any) -> Any:
-        """`clients: 4` means four undisturbed clients; a list gives each its own settings."""
+        """`clients: 4` means four undisturbed clients; `{count: 8, profile: gamma-hetero}` eight alike
+        (any ClientSpec key besides count); a list gives each its own settings."""
         if isinstance(value, bool):
             return value
+        if isinstance(value, dict) and "count" in value:
+            count, rest = value["count"], {k: v for k, v in value.items() if k != "count"}
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise ValueError(f"clients.count must be a whole number ≥ 1 (got {count!r})")
+            return [dict(rest) for _ in range(count)]
         if isinstance(value, int):
             if value < 1:
                 raise ValueError("needs at least one client")

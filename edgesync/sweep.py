@@ -30,6 +30,8 @@ def _short_names(keys: list[str]) -> dict[str, str]:
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, dict) and "count" in value and set(value) <= {"count", "profile"}:
+        return f"{value['count']}×{_show(value.get('profile', 'x1'))}"  # clients: {count: 8, profile: x2}
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"))
     return "null" if value is None else str(value)

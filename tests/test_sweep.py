@@ -116,3 +116,17 @@ def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
     assert recorded["sweep"] == {"clients": [2, 3]}
     report = (out / "report.md").read_text()
     assert all(f"`{label}`" in report for label in labels)
+
+
+def test_clients_as_a_count_of_alike_clients_and_its_sweep_label():
+    from edgesync.scenario import scenario_from_dict
+    from edgesync.sweep import variants
+    sc = scenario_from_dict({"name": "alike", "clients": {"count": 3, "profile": "x10"},
+                             "algorithms": [{"name": "asgd"}],
+                             "sweep": {"clients": [{"count": 2, "profile": "gamma-hetero"}, {"count": 5}]}})
+    assert [c.profile.label for c in sc.clients] == ["x10"] * 3
+    runs = variants(sc)
+    assert [v.tag for v in runs] == ["clients=2×gamma-hetero", "clients=5×x1"]
+    assert [len(v.scenario.clients) for v in runs] == [2, 5]
+    assert runs[0].scenario.algorithms[0].key == "asgd@clients=2×gamma-hetero"
+    assert runs[0].scenario.clients[1].profile.kind == "gamma"
