@@ -77,9 +77,9 @@ def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
 
 
 def _print_summary(summary: dict) -> None:
-    t = Table(title="summary")
-    for col in ("algorithm", "final acc", "best acc", "time to target", "updates", "samples/s", "MB up", "MB down"):
-        t.add_column(col, justify="left" if col == "algorithm" else "right")
+    t = Table(title="summary (accuracy on the test set; target time in the runtime's seconds)")
+    for col in ("entry", "final", "best", "to target", "updates", "samples/s", "MB up", "MB down"):
+        t.add_column(col, justify="left" if col == "entry" else "right", no_wrap=True)
     for label, s in summary.items():
         ttt = s.get("time_to_target_s")
         t.add_row(label, f"{s['final_acc']:.3f}" if s.get("final_acc") is not None else "–",
