@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 import torch
@@ -18,18 +18,33 @@ from torch.nn import functional as F
 from edgesync import params as flat
 
 
+# An interruptible step's way to wait: `interrupt(seconds)` waits up to that long on the runtime's clock
+# and returns the seconds it waited if something cut the wait short, None if it ran out.
+Interrupt = Callable[[float], Optional[float]]
+
+
+class StepAborted(Exception):
+    """An interruptible step was cut short (ESync's non-blocking READY, §4.2); its gradient is dropped."""
+
+    def __init__(self, elapsed: float):
+        super().__init__(f"step aborted after {elapsed:.6f} s")
+        self.elapsed = elapsed
+
+
 class StepHook(Protocol):
-    def after_step(self, started: float) -> float:
+    def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         """Called right after a step's computation, with the perf_counter time the step began.
 
         Returns how long the step took on the emulated device, in the runtime's clock: real seconds
-        live (after any throttling sleep), virtual seconds in the simulator.
+        live (after any throttling sleep), virtual seconds in the simulator. With `interrupt`, the
+        part of the step that is emulated (a throttle's sleep, a virtual step) waits through it and
+        raises StepAborted when it is cut short; computation already done cannot be preempted.
         """
 
 
 class NoHook:
-    def after_step(self, started: float) -> float:
-        return time.perf_counter() - started
+    def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
+        return time.perf_counter() - started  # nothing emulated: the computed step is complete
 
 
 @dataclass
@@ -38,6 +53,7 @@ class TrainerStats:
     samples: int = 0
     compute_s: float = 0.0  # computation plus injected throttling delay: the emulated device's time
     last_step_s: float = 0.0
+    aborted_steps: int = 0  # interruptible steps cut short (their gradients were dropped)
 
 
 @dataclass
@@ -99,10 +115,11 @@ class Trainer:
         return self.x[idx], self.y[idx]
 
     # -- computation -----------------------------------------------------------------------------
-    def gradient(self, weight_decay: float = 0.0) -> tuple[torch.Tensor, float]:
+    def gradient(self, weight_decay: float = 0.0, interrupt: Interrupt | None = None) -> tuple[torch.Tensor, float]:
         """One mini-batch gradient of the mean loss at the current parameters: (g flat, loss).
 
-        Weight decay is added here, on the side that computes the gradient (ALGORITHMS.md).
+        Weight decay is added here, on the side that computes the gradient (ALGORITHMS.md). With
+        `interrupt` the step may raise StepAborted; its time still counts as the device's.
         """
         started = time.perf_counter()
         xb, yb = self._next_batch()
@@ -112,7 +129,7 @@ class Trainer:
         g = flat.get_grads(self.model)
         if weight_decay:
             g.add_(self.get_params(), alpha=weight_decay)
-        self._account(started, len(yb))
+        self._account(started, len(yb), interrupt)
         return g, loss.item()
 
     def sgd_steps(self, steps: int, lr: float, momentum: float = 0.0,
@@ -132,8 +149,13 @@ class Trainer:
         self.set_params(theta)
         return float(np.mean(losses)) if losses else 0.0, velocity
 
-    def _account(self, started: float, samples: int) -> None:
-        elapsed = self.hook.after_step(started)
+    def _account(self, started: float, samples: int, interrupt: Interrupt | None = None) -> None:
+        try:
+            elapsed = self.hook.after_step(started, interrupt) if interrupt else self.hook.after_step(started)
+        except StepAborted as aborted:
+            self.stats.compute_s += aborted.elapsed
+            self.stats.aborted_steps += 1
+            raise
         self.stats.steps += 1
         self.stats.samples += samples
         self.stats.compute_s += elapsed

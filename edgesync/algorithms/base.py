@@ -151,6 +151,12 @@ class ClientContext(Protocol):
     def replies(self) -> list[dict[str, Any]]:
         """Replies to non-blocking queries that have arrived since the last call."""
 
+    def wait_replies(self, timeout_s: float) -> tuple[list[dict[str, Any]], float]:
+        """Wait up to `timeout_s` on the runtime's clock for replies to non-blocking queries.
+
+        Returns at the first arrival with (replies, seconds waited), else ([], timeout_s).
+        """
+
 
 class NoQueries:
     """The context of a runtime whose client halves ask nothing (and of unit tests)."""
@@ -165,6 +171,10 @@ class NoQueries:
 
     def replies(self) -> list[dict[str, Any]]:
         return []
+
+    def wait_replies(self, timeout_s: float) -> tuple[list[dict[str, Any]], float]:
+        time.sleep(timeout_s)
+        return [], timeout_s
 
 
 class ClientAlgorithm(ABC):

@@ -17,10 +17,12 @@ in seconds, default 0 (the authors' code uses 0.5 s); each client's first instru
 step before its first query, Alg. 1's RUN-BATCH-DATA-TEST, and nobody is ready while any client's
 capability is unknown. Non-blocking mode (§4.2, `mode: nonblocking`): the client sends its query and
 keeps training; only READY is answered; c includes the query's round-trip time (measured on the READY
-that ended its last round). READY is noticed between iterations: the iteration in progress
-completes and counts (the paper aborts it at once; a step has no preemption point here), so a
-straggler may run one step more than blocking mode would. Per round each client's n_i and blocking
-time (from its update's arrival to the round's close) are logged to updates.jsonl.
+that ended its last round). A READY that arrives during an iteration aborts it at once, as §4.2
+says: the step's emulated part (the throttle's sleep live, the virtual step in the simulator) is
+cut short and its gradient dropped; computation already done live cannot be preempted, so an
+undisturbed client finishes the step it is computing, and that step counts. Per round each
+client's n_i, aborted steps and blocking time (from its update's arrival to the round's close) are
+logged to updates.jsonl.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from pydantic import Field
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
 from edgesync.algorithms.registry import register
+from edgesync.trainer import StepAborted
 
 
 class ESyncConfig(DeltaConfig):
@@ -100,13 +103,14 @@ class ESyncServer(DeltaServer):
     def on_update(self, client: int, update: Update):
         if update.meta.get("version") == self.round and client in self.clients:
             self.arrived[client] = self.now()
-            self.steps_this_round[client] = int(update.meta.get("steps", 0))
+            self.steps_this_round[client] = (int(update.meta.get("steps", 0)), update.meta.get("aborted_steps"))
         round_before, closed_at = self.round, self.now()
         sends = super().on_update(client, update)
         if self.round != round_before:  # the round closed: how long each client waited for it
             for c, t in sorted(self.arrived.items()):
-                self.log_update(c, round=round_before, n_i=self.steps_this_round.get(c),
-                                blocking_s=round(closed_at - t, 6))
+                n_i, aborted = self.steps_this_round.get(c, (None, None))
+                extra = {} if aborted is None else {"aborted": aborted}
+                self.log_update(c, round=round_before, n_i=n_i, blocking_s=round(closed_at - t, 6), **extra)
             self.arrived, self.steps_this_round = {}, {}
         return sends
 
@@ -136,25 +140,49 @@ class ESyncClient(ClientAlgorithm):
         session = LocalRound(self, instruction)
         if self.capability is None:  # RUN-BATCH-DATA-TEST: the first step tells the capability
             self._step(session)
-        sent_at: dict[int, float] = {}
+        if cfg.mode == "blocking":
+            while session.steps < cfg.max_local_steps:
+                if ctx.query({"round": round_, "k": session.steps, "c": self.capability})["ready"]:
+                    break
+                self._step(session)
+            return session.finish()
+        self._sent_at: dict[int, float] = {}
+        self._round = round_
+        aborted = 0
         while session.steps < cfg.max_local_steps:
-            query = {"round": round_, "k": session.steps, "c": self.capability}
-            if cfg.mode == "blocking":
-                if ctx.query(query)["ready"]:
-                    break
-            else:
-                sent_at[session.steps] = ctx.now()
-                ctx.send_query(query)
-                ready = [r for r in ctx.replies() if r.get("ready") and r.get("round") == round_]
-                if ready:
-                    self.rtt = ctx.now() - sent_at.get(ready[0].get("k", session.steps), ctx.now())
-                    break
-            self._step(session)
-        return session.finish()
+            self._sent_at[session.steps] = ctx.now()
+            ctx.send_query({"round": round_, "k": session.steps, "c": self.capability})
+            if self._ready(ctx.replies(), ctx.now()):
+                break
+            try:
+                self._step(session, interrupt=self._interrupt)
+            except StepAborted:
+                aborted += 1
+                break
+        update = session.finish()
+        update.meta["aborted_steps"] = aborted
+        return update
 
-    def _step(self, session: LocalRound) -> None:
+    def _ready(self, replies: list[dict], now: float) -> bool:
+        """Whether a READY for this round, received at `now`, is among `replies` (it tells the RTT)."""
+        ready = [r for r in replies if r.get("ready") and r.get("round") == self._round]
+        if ready:
+            self.rtt = now - self._sent_at.get(ready[0].get("k", -1), now)
+        return bool(ready)
+
+    def _interrupt(self, seconds: float) -> float | None:
+        """The step's emulated wait, cut short by a READY (§4.2's delayed ACK aborts the iteration)."""
+        start, waited = self.ctx.now(), 0.0
+        while waited < seconds:
+            replies, took = self.ctx.wait_replies(seconds - waited)
+            waited += took
+            if self._ready(replies, start + waited):
+                return waited
+        return None
+
+    def _step(self, session: LocalRound, interrupt=None) -> None:
         t_s = self.ctx.now()
-        session.step()
+        session.step(interrupt)
         self.capability = self.ctx.now() - t_s + (self.rtt if self.config.mode == "nonblocking" else 0.0)
 
 

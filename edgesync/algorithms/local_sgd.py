@@ -16,6 +16,7 @@ from pydantic import Field
 from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundServer
+from edgesync.trainer import Interrupt
 
 
 class DeltaConfig(AlgorithmConfig):
@@ -65,12 +66,13 @@ class LocalRound:
         self.loss_sum = 0.0
         self.lr = float(instruction.meta.get("lr", self.config.lr))
 
-    def step(self) -> None:
+    def step(self, interrupt: Interrupt | None = None) -> None:
+        """One local step; with `interrupt` it may raise StepAborted and then changes nothing."""
         t, cfg = self.trainer, self.config
         t.set_params(self.theta)
         if self.buffers is not None:
             t.set_buffers(self.buffers)
-        g, loss = t.gradient(cfg.weight_decay)
+        g, loss = t.gradient(cfg.weight_decay, interrupt)
         if cfg.momentum:
             self.velocity = g if self.velocity is None else self.velocity.mul_(cfg.momentum).add_(g)
             g = self.velocity

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from edgesync.emulation.profiles import FactorSampler
+from edgesync.trainer import Interrupt, StepAborted
 
 
 def sleep_until(deadline: float) -> None:
@@ -29,11 +30,16 @@ class Throttle:
     target_s_total: float = 0.0  # what the profile asked for, summed over steps
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
 
-    def after_step(self, started: float) -> float:
+    def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         target = self.sampler.next() * self.reference_s
-        self.target_s_total += target
-        if target < time.perf_counter() - started:
+        left = started + target - time.perf_counter()
+        if left < 0:
             self.clamped_steps += 1
+        elif interrupt is not None and interrupt(left) is not None:
+            elapsed = time.perf_counter() - started
+            self.target_s_total += elapsed
+            raise StepAborted(elapsed)  # the emulated device stops now: the step never finished
+        self.target_s_total += target
         sleep_until(started + target)
         return time.perf_counter() - started
 

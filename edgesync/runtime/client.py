@@ -16,7 +16,7 @@ from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
 from edgesync.constants import CLIENT_IDLE_TIMEOUT_S
 from edgesync.emulation.profiles import FactorSampler, parse_profile
-from edgesync.emulation.throttle import Throttle, needs_throttle
+from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.step_time import measure_step_s
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook, Trainer
@@ -69,6 +69,19 @@ class LiveContext:
             else:
                 self._keep(msg)
         return out
+
+    def wait_replies(self, timeout_s: float) -> tuple[list[dict], float]:
+        started = time.perf_counter()
+        deadline = started + timeout_s
+        while (left := deadline - time.perf_counter()) > 0.001:
+            msg = self.sock.recv(left - 0.001)  # zmq polls in whole milliseconds: spin the last one
+            if msg is None:
+                continue
+            if msg.type == "REPLY":
+                return [msg.meta] + self.replies(), time.perf_counter() - started
+            self._keep(msg)
+        sleep_until(deadline)
+        return [], timeout_s
 
     def _keep(self, msg: Message) -> None:
         self.pending.append(msg)

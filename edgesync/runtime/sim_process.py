@@ -6,8 +6,9 @@ virtual time, which depends on everyone else's progress. Such an instruction run
 `ClientProcess`: a thread in strict lock-step with the engine (exactly one of them runs at any
 moment, so runs stay deterministic). The client computes ahead on its own virtual clock and hands
 control back whenever it needs the world: a blocking query (resumed when the reply arrives), a
-check for non-blocking replies (resumed when the engine has caught up to the client's time), or
-its finished update.
+check for non-blocking replies (resumed when the engine has caught up to the client's time), an
+interruptible step (resumed at its end, or earlier by a reply that cuts it short), or its finished
+update.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class ClientProcess:
         self.request: tuple = ()
         self._reply: Any = None
         self._abort = False
+        self.woke_at = 0.0
+        self.wait_token = 0              # tells a wait's own timeout from an earlier one's
         self._to_client = threading.Semaphore(0)
         self._to_engine = threading.Semaphore(0)
         self._thread: threading.Thread | None = None
@@ -40,9 +43,14 @@ class ClientProcess:
     def advance(self, at: float, reply: Any = None) -> tuple:
         """Let the client run from virtual time `at` until it next needs the engine.
 
-        Returns its request: ("query", meta, t), ("sync", t), ("done", update, t) or ("error", exc).
+        Returns its request: ("query", meta, t), ("sync", t), ("wait", t, until), ("done", update, t)
+        or ("error", exc). A client resumed from a wait was computing, not idle: its clock keeps its
+        base, and `woke_at` tells it when it was woken.
         """
-        self.base = at - self._elapsed()
+        if self.request and self.request[0] == "wait":
+            self.woke_at = at
+        else:
+            self.base = at - self._elapsed()
         self._reply = reply
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name="sim-client", daemon=True)
@@ -74,6 +82,17 @@ class ClientProcess:
         self._yield(("sync", self.now()))
         out, self.inbox = self.inbox, []
         return out
+
+    def wait_replies(self, timeout_s: float) -> tuple[list[dict], float]:
+        """Run on for up to `timeout_s` virtual seconds (an interruptible step), woken by a reply."""
+        if self.inbox:
+            out, self.inbox = self.inbox, []
+            return out, 0.0
+        start = self.now()
+        self.wait_token += 1
+        self._yield(("wait", start, start + timeout_s))
+        out, self.inbox = self.inbox, []
+        return out, (self.woke_at - start if out else timeout_s)
 
     def _yield(self, request: tuple) -> Any:
         self.request = request
@@ -111,3 +130,6 @@ class EagerContext:
 
     def replies(self) -> list[dict]:
         return []
+
+    def wait_replies(self, timeout_s: float) -> tuple[list[dict], float]:
+        raise RuntimeError("this client half does not declare uses_queries = True")

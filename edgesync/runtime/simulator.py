@@ -40,7 +40,7 @@ from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
 from edgesync.scenario import Scenario
-from edgesync.trainer import Trainer
+from edgesync.trainer import Interrupt, StepAborted, Trainer
 from edgesync.transport.protocol import Message
 
 
@@ -55,8 +55,12 @@ class VirtualStep:
         self.base_step_s = base_step_s
         self.elapsed = 0.0  # virtual seconds of the instruction being run
 
-    def after_step(self, started: float) -> float:
+    def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         step = self.sampler.next() * self.base_step_s
+        cut = interrupt(step) if interrupt is not None else None
+        if cut is not None:
+            self.elapsed += cut
+            raise StepAborted(cut)
         self.elapsed += step
         return step
 
@@ -248,6 +252,8 @@ class Simulator:
             self._send_query(c, request[1], request[2], blocking=True)
         elif kind == "sync":
             self._push(request[1], "resume", c.rank, None, 0)
+        elif kind == "wait":
+            self._push(request[2], "resume", c.rank, self.processes[c.rank].wait_token, 0)
         elif kind == "done":
             del self.processes[c.rank]
             c.half.ctx = EagerContext(lambda: c.clock.elapsed)
@@ -281,12 +287,17 @@ class Simulator:
         reply, blocking = event.message
         if blocking:
             self._serve(self.clients[event.client], process.advance(event.time, reply))
-        else:
-            process.inbox.append(reply)
+            return
+        process.inbox.append(reply)
+        if process.request[0] == "wait":  # it cuts the client's interruptible step short
+            self._serve(self.clients[event.client], process.advance(max(event.time, process.request[1])))
 
     def _resume(self, event: Event) -> None:
         process = self.processes.get(event.client)
-        if process is not None:
+        if process is None:
+            return
+        token = event.message  # None: a sync; else the wait whose time is up, unless it was woken already
+        if token is None or (process.request[0] == "wait" and token == process.wait_token):
             self._serve(self.clients[event.client], process.advance(event.time))
 
     def _deliver_to_server(self, event: Event) -> None:

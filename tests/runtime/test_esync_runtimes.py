@@ -37,13 +37,17 @@ def test_simulated_esync_keeps_fast_clients_busy(tmp_path, monkeypatch, mode):
     rounds = per_client(tmp_path / "run", "esync")
     straggler, fast = rounds[2], rounds[0] + rounds[1]
     # A x10 step is 0.1 s: the fast clients fit about ten 0.01 s steps into each round. Non-blocking,
-    # the straggler sees READY only after the step it started meanwhile (no preemption inside a step).
-    assert mean(straggler, "n_i") == pytest.approx(1.0 if mode == "blocking" else 2.0, abs=0.1)
+    # the straggler has started a second step when its READY comes; §4.2 aborts that step at once.
+    assert mean(straggler, "n_i") == pytest.approx(1.0, abs=0.1)
     assert mean(fast, "n_i") >= 8
-    if mode == "blocking":
-        # Nobody waits for more than one fast step: the State Server stops them just in time.
-        assert max(r["blocking_s"] for r in fast) <= 0.01 + 1e-9
-        assert max(r["blocking_s"] for r in straggler) <= 0.01 + 1e-9
+    # Nobody waits for more than one fast step: the State Server stops them just in time.
+    assert max(r["blocking_s"] for r in fast) <= 0.01 + 1e-9
+    assert max(r["blocking_s"] for r in straggler) <= 0.01 + 1e-9
+    if mode == "nonblocking":
+        assert mean(straggler[1:], "aborted") == pytest.approx(1.0)  # its second step, every round
+        assert all(r["aborted"] <= 1 for r in fast)
+    else:
+        assert all("aborted" not in r for r in straggler + fast)
     clients = {c["client"]: c for c in read_jsonl(tmp_path / "run" / "clients.jsonl")}
     ratio = clients[0]["compute_s"] / clients[0]["wall_s"]
     assert ratio >= (0.85 if mode == "blocking" else 0.5)
@@ -52,8 +56,9 @@ def test_simulated_esync_keeps_fast_clients_busy(tmp_path, monkeypatch, mode):
     assert summary["updates"] == len(straggler)
 
 
-def test_live_esync_over_real_sockets(loopback):
-    run = loopback(clients=["x1", "x10"], algorithms=[{"name": "esync", "lr": 0.05}],
+@pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
+def test_live_esync_over_real_sockets(loopback, mode):
+    run = loopback(clients=["x1", "x10"], algorithms=[{"name": "esync", "lr": 0.05, "mode": mode}],
                    stop={"time_budget_s": 4.0, "target_acc": None})
     run.start().join()
     assert run.error is None, run.error
@@ -64,3 +69,7 @@ def test_live_esync_over_real_sockets(loopback):
     assert mean(rounds[1], "n_i") <= 2.0
     metrics = read_jsonl(run.run_dir / "metrics.jsonl")
     assert metrics[-1]["updates"] == len(rounds[0])
+    if mode == "nonblocking":
+        # READY reaches the x10 client while it sleeps through its second step: that step is aborted.
+        assert all(r["n_i"] == 1 for r in rounds[1])
+        assert sum(r["aborted"] for r in rounds[1]) >= len(rounds[1]) / 2

@@ -1,0 +1,174 @@
+"""SHAT's and DANA's claims, measured: run their scenarios and print each figure beside its target.
+
+    .venv/bin/python benchmarks/async_claims.py [--seeds 0,1,2] [--out runs/async-claims]
+    .venv/bin/python benchmarks/async_claims.py --from runs/async-claims   # re-read finished runs
+
+Runs, in the simulator, scenarios/dana_scale.yaml, shat_scale.yaml and shat_hetero.yaml: the whole
+sweep with the first seed; with every further seed only the settings the claims are about (N = 1 and
+16 for DANA, n = 16 for SHAT's scale, HO and HE2 for its heterogeneity). Claims (issue 5):
+- DANA's mean gap ≤ NAG-ASGD's / 5 at N = 16 (the paper: an order of magnitude);
+- at N = 16, DANA-Slim and DANA-DC final accuracy within 1.5 pt of the one-worker baseline, while
+  NAG-ASGD loses ≥ 5 pt or diverges (dana.txt Table 1's shape);
+- SHAT's final accuracy ≥ ASP's at n = 16 and under HE2 (shat.txt Table 2, Fig. 5); SHAT's final
+  accuracy under HO/HE0/HE1/HE2 stays close.
+Every figure is a mean over the seeds that ran it; the per-seed values are printed as well.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from edgesync.runtime.runs import run_scenario
+from edgesync.scenario import load_scenario
+
+SCENARIOS = {"dana": "scenarios/dana_scale.yaml", "shat_scale": "scenarios/shat_scale.yaml",
+             "shat_hetero": "scenarios/shat_hetero.yaml"}
+# what a further seed re-runs: the settings the claims are about
+FOCUS = {
+    "dana": "sweep={clients: [{count: 1, profile: x1}, {count: 16, profile: gamma-homo}, "
+            "{count: 16, profile: gamma-hetero}]}",
+    "shat_scale": "sweep={clients: [16]}",
+    "shat_hetero": "sweep={clients.7.profile: [x1, x100]}",
+}
+DANA_N16 = ("clients=16×gamma-homo", "clients=16×gamma-hetero")
+ONE_WORKER = "clients=1×x1"
+
+
+def run_all(out: Path, seeds: list[int]) -> None:
+    for i, seed in enumerate(seeds):
+        for key, path in SCENARIOS.items():
+            overrides = [f"seed={seed}"] + ([] if i == 0 else [FOCUS[key]])
+            run_scenario(load_scenario(path, overrides), out / f"{key}-seed{seed}", progress=True)
+
+
+def collect(root: Path) -> dict[str, dict[str, list[dict]]]:
+    """scenario key → run label → the summaries of every seed that ran it."""
+    found: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for key in SCENARIOS:
+        for run in sorted(root.glob(f"{key}-seed*")):
+            if (run / "summary.json").exists():
+                for label, row in json.loads((run / "summary.json").read_text()).items():
+                    found[key][label].append(row)
+    return found
+
+
+def mean(rows: list[dict], field: str) -> float | None:
+    values = [r[field] for r in rows if r.get(field) is not None]
+    return statistics.fmean(values) if values else None
+
+
+def acc(rows: list[dict]) -> float | None:
+    """Final accuracy; a diverged run counts as chance (0.1)."""
+    values = [0.1 if r.get("diverged") else r["final_acc"] for r in rows]
+    return statistics.fmean(values) if values else None
+
+
+def seeds_shown(rows: list[dict], field: str = "final_acc") -> str:
+    return ", ".join("div" if r.get("diverged") else f"{r[field]:.3g}" for r in rows)
+
+
+def row(claim: str, target: str, ours: float | None, holds: bool | None, detail: str = "") -> str:
+    shown = "n/a" if ours is None else f"{ours:.3g}"
+    verdict = "holds" if holds else ("—" if holds is None else "DOES NOT HOLD")
+    return f"| {claim} | {target} | {shown} | {verdict} | {detail} |"
+
+
+def dana_rows(runs: dict[str, list[dict]]) -> list[str]:
+    out = []
+    base_rows = runs.get(f"nag_asgd@{ONE_WORKER}", [])
+    base = acc(base_rows)
+    for setting in DANA_N16:
+        nag = runs.get(f"nag_asgd@{setting}", [])
+        tag = setting.split("×")[1]
+        for dana in ("dana_slim", "dana_dc"):
+            mine = runs.get(f"{dana}@{setting}", [])
+            if not mine or not nag:
+                continue
+            ratio = mean(nag, "mean_gap") / mean(mine, "mean_gap")
+            out.append(row(f"NAG-ASGD mean gap ÷ {dana} mean gap, N = 16 {tag}", "≥ 5 (paper: ~10)", ratio,
+                           ratio >= 5, f"gaps {mean(nag, 'mean_gap'):.3g} vs {mean(mine, 'mean_gap'):.3g}"))
+        if base is None:
+            continue
+        for dana in ("dana_slim", "dana_dc"):
+            mine = runs.get(f"{dana}@{setting}", [])
+            if mine:
+                d = 100 * (acc(mine) - base)
+                out.append(row(f"{dana} final acc − one worker (pt), N = 16 {tag}", "≥ −1.5", d, d >= -1.5,
+                               f"seeds: {seeds_shown(mine)}; one worker: {seeds_shown(base_rows)}"))
+        if nag:
+            d = 100 * (acc(nag) - base)
+            diverged = any(r.get("diverged") for r in nag)
+            out.append(row(f"NAG-ASGD final acc − one worker (pt), N = 16 {tag}", "≤ −5 or diverges", d,
+                           d <= -5 or diverged, f"seeds: {seeds_shown(nag)}"))
+    return out
+
+
+def shat_rows(scale: dict[str, list[dict]], hetero: dict[str, list[dict]]) -> list[str]:
+    out = []
+    for name, runs, setting in (("n = 16", scale, "clients=16"), ("HE2 (one ×100)", hetero, "profile=x100")):
+        shat, asp = runs.get(f"shat@{setting}", []), runs.get(f"asp@{setting}", [])
+        if shat and asp:
+            d = 100 * (acc(shat) - acc(asp))
+            out.append(row(f"SHAT final acc − ASP final acc (pt), {name}", "≥ 0", d, d >= 0,
+                           f"SHAT {seeds_shown(shat)}; ASP {seeds_shown(asp)}"))
+    curves = {p: acc(hetero.get(f"shat@profile={p}", [])) for p in ("x1", "x2", "x10", "x100")}
+    if all(v is not None for v in curves.values()):
+        spread = 100 * (max(curves.values()) - min(curves.values()))
+        out.append(row("SHAT final acc spread over HO/HE0/HE1/HE2 (pt)", "small (paper: consistent)", spread,
+                       None, ", ".join(f"{p}: {v:.3f}" for p, v in curves.items())))
+    return out
+
+
+def table(found: dict[str, dict[str, list[dict]]], key: str, algorithms: list[str], settings: list[str]) -> str:
+    """Final accuracy (mean over seeds) per algorithm and setting, as a markdown table."""
+    runs = found.get(key, {})
+    lines = ["| algorithm | " + " | ".join(settings) + " |", "|---" * (len(settings) + 1) + "|"]
+    for a in algorithms:
+        cells = []
+        for s in settings:
+            rows = runs.get(f"{a}@{s}", [])
+            cells.append("—" if not rows else ("div" if all(r.get("diverged") for r in rows) else f"{acc(rows):.3f}"))
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("runs/async-claims"))
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds; the first runs the whole sweeps")
+    ap.add_argument("--from", dest="reuse", type=Path, default=None, help="read finished runs from here")
+    args = ap.parse_args()
+    root = args.reuse or args.out
+    if args.reuse is None:
+        run_all(root, [int(s) for s in args.seeds.split(",")])
+    found = collect(root)
+    print(f"\nSHAT and DANA claims, simulator (run folders in {root})\n")
+    print("| claim | target | ours | verdict | per seed |\n|---|---|---|---|---|")
+    print("\n".join(dana_rows(found.get("dana", {})) + shat_rows(found.get("shat_scale", {}),
+                                                               found.get("shat_hetero", {}))))
+    sizes = [ONE_WORKER] + [f"clients={n}×gamma-{h}" for h in ("homo", "hetero") for n in (4, 8, 16, 32)]
+    print("\nDANA scaling, final accuracy (mean over seeds):\n")
+    print(table(found, "dana", ["nag_asgd", "multi_asgd", "dc_asgd", "dana_slim", "dana_dc"], sizes))
+    print("\nDANA scaling, mean gap:\n")
+    print(table_gap(found.get("dana", {}), ["nag_asgd", "multi_asgd", "dc_asgd", "dana_slim", "dana_dc"], sizes))
+    print("\nSHAT scaling, final accuracy:\n")
+    print(table(found, "shat_scale", ["ensemble", "asp", "shat_root", "shat"], [f"clients={n}" for n in (2, 4, 8, 16)]))
+    print("\nSHAT heterogeneity, final accuracy:\n")
+    print(table(found, "shat_hetero", ["asp", "ensemble", "shat_root", "shat"],
+                [f"profile={p}" for p in ("x1", "x2", "x10", "x100")]))
+
+
+def table_gap(runs: dict[str, list[dict]], algorithms: list[str], settings: list[str]) -> str:
+    lines = ["| algorithm | " + " | ".join(settings) + " |", "|---" * (len(settings) + 1) + "|"]
+    for a in algorithms:
+        cells = [f"{mean(runs[f'{a}@{s}'], 'mean_gap'):.3g}" if runs.get(f"{a}@{s}") and
+                 mean(runs[f"{a}@{s}"], "mean_gap") is not None else "—" for s in settings]
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
