@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from edgesync import algorithms
 from edgesync.data.partition import PARTITION_KINDS
+from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
@@ -42,10 +43,57 @@ class PartitionSpec(Strict):
     shards_per_client: int = Field(2, ge=1, description="shards per client (kind: shards)")
 
 
+class DirectionSpec(Strict):
+    """One direction of a link; a key left out keeps the value it overrides."""
+
+    rate_mbps: float | None = Field(None, gt=0, description="bandwidth, Mbit/s")
+    latency_ms: float | None = Field(None, ge=0, description="one-way latency, ms")
+    jitter_ms: float | None = Field(None, ge=0, description="latency varies uniformly within ± this, ms")
+    loss: float | None = Field(None, ge=0, lt=1, description="packet loss probability (shows up as delay)")
+
+
+class LinkSpec(DirectionSpec):
+    """A client's link: values for both directions, with `up` (client → coordinator) and `down` overrides."""
+
+    up: DirectionSpec | None = Field(None, description="client → coordinator overrides")
+    down: DirectionSpec | None = Field(None, description="coordinator → client overrides")
+
+    def direction(self, which: Literal["up", "down"]) -> DirectionSpec:
+        base = {k: getattr(self, k) for k in DirectionSpec.model_fields}
+        extra = getattr(self, which)
+        if extra is not None:
+            base.update({k: v for k, v in extra.model_dump().items() if v is not None})
+        return DirectionSpec(**base)
+
+
+def resolve_direction(which: Literal["up", "down"], *specs: "LinkSpec | None") -> DirectionSpec:
+    """One direction of a link from specs in rising precedence (the scenario's `links`, a client's
+    `link`); each spec's own `up`/`down` override its plain values."""
+    merged: dict[str, Any] = {}
+    for spec in specs:
+        if spec is not None:
+            merged.update(spec.direction(which).model_dump(exclude_none=True))
+    return DirectionSpec(**merged)
+
+
+def to_link(spec: DirectionSpec) -> Link:
+    return Link(rate_mbps=spec.rate_mbps, latency_s=(spec.latency_ms or 0.0) / 1e3,
+                jitter_s=(spec.jitter_ms or 0.0) / 1e3, loss=spec.loss or 0.0)
+
+
+class LinksSpec(LinkSpec):
+    """The scenario's `links`: every client's link unless it sets its own, and how live runs emulate it."""
+
+    backend: Literal["transport", "netns"] = Field("transport", description="live runs: pace messages in "
+                                                   "the transport, or shape veth pairs in network namespaces "
+                                                   "with tc (root; the transport adds what the kernel lacks)")
+
+
 class ClientSpec(Strict):
     profile: Profile = ConstantProfile(factor=1)
     partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
     device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
+    link: LinkSpec | None = Field(None, description="this client's link, over the scenario's `links`")
 
     @field_validator("profile", mode="before")
     @classmethod
@@ -94,6 +142,7 @@ class Scenario(Strict):
     algorithms: list[AlgorithmEntry] = Field(min_length=1)  # type: ignore[valid-type]
     stop: StopSpec = StopSpec()
     eval: EvalSpec = EvalSpec()
+    links: LinksSpec = LinksSpec()
     sim: SimSpec = SimSpec()
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
@@ -128,6 +177,11 @@ class Scenario(Strict):
         if isinstance(value, list):
             return [{"profile": v} if isinstance(v, str) else v for v in value]
         return value
+
+    def client_links(self, rank: int) -> tuple[Link, Link]:
+        """(uplink, downlink) of client `rank`: the scenario's `links` overridden by the client's `link`."""
+        specs = (self.links, self.clients[rank].link)
+        return to_link(resolve_direction("up", *specs)), to_link(resolve_direction("down", *specs))
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "Scenario":

@@ -15,6 +15,7 @@ import torch
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
 from edgesync.constants import CLIENT_IDLE_TIMEOUT_S
+from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.step_time import measure_step_s
@@ -147,7 +148,10 @@ class EdgeClient:
         """Act on one message; False means the run is over."""
         if msg.type == "WELCOME":
             self.rank = msg.meta["rank"]
-            log.info("joined %s as client %d of %d", msg.meta.get("run"), self.rank, msg.meta.get("clients"))
+            uplink = Link(**msg.meta.get("uplink") or {})
+            sock.set_link(uplink, int(msg.meta.get("link_seed", 0)))
+            log.info("joined %s as client %d of %d (uplink %s)", msg.meta.get("run"), self.rank,
+                     msg.meta.get("clients"), uplink.describe())
         elif msg.type == "SETUP":
             try:
                 self._setup(msg)

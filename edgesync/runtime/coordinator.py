@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -21,6 +21,7 @@ from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, Send, Update
 from edgesync.constants import JOIN_TIMEOUT_S, POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
 from edgesync.data.datasets import to_tensor
+from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import Profile, parse_profile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.evaluator import Evaluator, Snapshot
@@ -59,6 +60,14 @@ class AlgorithmRun:
     best_acc: float = 0.0
 
 
+def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
+    """What the transport must still emulate of `link` when the kernel (tc) applies `kernel_shapes`."""
+    return Link(rate_mbps=None if "rate" in kernel_shapes else link.rate_mbps,
+                latency_s=0.0 if "delay" in kernel_shapes else link.latency_s,
+                jitter_s=0.0 if "jitter" in kernel_shapes else link.jitter_s,
+                loss=0.0 if "loss" in kernel_shapes else link.loss)
+
+
 class Coordinator:
     def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
                  progress: Progress | None = None, health_check: Callable[[], None] | None = None):
@@ -71,6 +80,7 @@ class Coordinator:
         self.peers: dict[int, Peer] = {}
         self.ranks: dict[bytes, int] = {}
         self.current: AlgorithmRun | None = None
+        self.kernel_shapes: frozenset[str] = frozenset()  # link properties tc applies (netns backend)
 
     # -- the whole run ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -139,8 +149,13 @@ class Coordinator:
         info = msg.meta.get("info") if isinstance(msg.meta.get("info"), dict) else {}
         self.peers[rank] = Peer(rank, identity, info, profile)
         self.ranks[identity] = rank
-        self.sock.send(identity, Message("WELCOME", {"rank": rank, "clients": want, "run": self.scenario.name}))
-        log.info("client %d joined from %s (%s, profile %s)", rank, info.get("host"), info.get("device"), profile.label)
+        up, down = (transport_link(link, self.kernel_shapes) for link in self.scenario.client_links(rank))
+        seed = self.scenario.seed * 7919 + 2 * rank  # as the simulator: the same jitter and losses
+        self.sock.send(identity, Message("WELCOME", {"rank": rank, "clients": want, "run": self.scenario.name,
+                                                     "uplink": asdict(up), "link_seed": seed}))
+        self.sock.set_link(identity, down, seed + 1)
+        log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
+                 info.get("device"), profile.label, up.describe(), down.describe())
 
     def _reject(self, identity: bytes, reason: str, fatal: bool = False) -> None:
         log.warning("message from %r rejected: %s", identity, reason)

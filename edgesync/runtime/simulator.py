@@ -29,7 +29,7 @@ import torch
 from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, Send, ServerAlgorithm, Update
 from edgesync.data.datasets import to_tensor
-from edgesync.emulation.links import UNLIMITED, Link
+from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
@@ -72,7 +72,8 @@ class SimClient:
     trainer: Trainer
     half: ClientAlgorithm
     clock: VirtualStep
-    link: Link = UNLIMITED
+    up: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
+    down: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
     free_at: float = 0.0           # when it finishes what it is computing
     first_train: float | None = None
     last_sent: float | None = None
@@ -196,7 +197,10 @@ class Simulator:
                           seed=sc.seed * 1000 + rank, subset=self.splits[rank], hook=clock)
         half = spec.client(config, trainer)
         half.ctx = EagerContext(lambda: clock.elapsed)
-        return SimClient(rank, profile, trainer, half, clock)
+        up, down = sc.client_links(rank)
+        # seeded per client and direction: jitter and losses replay exactly
+        return SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=sc.seed * 7919 + 2 * rank),
+                         down=LinkChannel(down, seed=sc.seed * 7919 + 2 * rank + 1))
 
     # -- events ------------------------------------------------------------------------------------
     def _push(self, t: float, kind: str, client: int, message, size: int) -> None:
@@ -212,7 +216,7 @@ class Simulator:
             size = Message("TRAIN", instr.meta, instr.tensors).wire_size()
             c.bytes_down += size
             self.bytes_down += size
-            self._push(now + c.link.transfer_s(size), "to_client", send.client, instr, size)
+            self._push(c.down.arrival(now, size), "to_client", send.client, instr, size)
 
     @property
     def _handlers(self):
@@ -242,7 +246,7 @@ class Simulator:
     def _finished(self, c: SimClient, update: Update, done: float) -> None:
         c.free_at = c.last_sent = done
         size = Message("UPDATE", update.meta, update.tensors).wire_size()
-        self._push(done + c.link.transfer_s(size), "to_server", c.rank, update, size)
+        self._push(c.up.arrival(done, size), "to_server", c.rank, update, size)
 
     # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
     def _serve(self, c: SimClient, request: tuple) -> None:
@@ -265,7 +269,7 @@ class Simulator:
         size = Message("QUERY", meta).wire_size()
         c.bytes_up += size
         self.bytes_up += size
-        self._push(t + c.link.transfer_s(size), "query", c.rank, (meta, blocking), size)
+        self._push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
 
     def _query_at_server(self, event: Event) -> None:
         c = self.clients[event.client]
@@ -278,7 +282,7 @@ class Simulator:
         size = Message("REPLY", reply).wire_size()
         c.bytes_down += size
         self.bytes_down += size
-        self._push(event.time + c.link.transfer_s(size), "reply", c.rank, (reply, blocking), size)
+        self._push(c.down.arrival(event.time, size), "reply", c.rank, (reply, blocking), size)
 
     def _reply_at_client(self, event: Event) -> None:
         process = self.processes.get(event.client)

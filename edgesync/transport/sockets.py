@@ -3,15 +3,21 @@
 Bytes are counted where frames are sent and received: the sum of frame lengths (header + tensor
 data) of every message, per peer and direction. ZeroMQ's own framing (2–9 bytes a frame) and
 TCP/IP headers are not included.
+
+With a link set (`set_link`), messages to that peer are held by a `Pacer` and released at their
+emulated arrival time while `recv` waits (pacing.py).
 """
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 
 import zmq
 
 from edgesync.constants import MAX_MESSAGE_BYTES
+from edgesync.emulation.links import Link
+from edgesync.transport.pacing import Pacer
 from edgesync.transport.protocol import CLIENT_TYPES, COORDINATOR_TYPES, Message, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -29,6 +35,21 @@ def _send(sock: zmq.Socket, frames: list) -> None:
     sock.send_multipart(frames, copy=not big)
 
 
+def _poll_paced(poller: zmq.Poller, pacer: Pacer, release, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for input, releasing paced messages as their times come."""
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        release()
+        now = time.perf_counter()
+        due = pacer.next_due()
+        wait = deadline - now if due is None else min(deadline - now, due - now)
+        if poller.poll(max(0, int(wait * 1000))):
+            return True
+        if time.perf_counter() >= deadline:
+            release()
+            return False
+
+
 class CoordinatorSocket:
     """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes)."""
 
@@ -44,10 +65,19 @@ class CoordinatorSocket:
         self.bytes_out: dict[bytes, int] = defaultdict(int)
         self._poller = zmq.Poller()
         self._poller.register(self.sock, zmq.POLLIN)
+        self.pacer = Pacer()
+
+    def set_link(self, peer: bytes, link: Link, seed: int = 0) -> None:
+        """Emulate `link` on everything sent to `peer` from now on (the coordinator → client direction)."""
+        self.pacer.set_link(peer, link, seed)
 
     def send(self, peer: bytes, message: Message) -> int:
         frames = message.to_frames()
         size = _frames_size(frames)
+        if self.pacer.shapes(peer):
+            self.pacer.hold(peer, frames, size)
+            self.bytes_out[peer] += size
+            return size
         try:
             _send(self.sock, [peer, *frames])
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the peer disconnected
@@ -56,9 +86,16 @@ class CoordinatorSocket:
         self.bytes_out[peer] += size
         return size
 
+    def _release(self, items=None) -> None:
+        for peer, frames in self.pacer.release() if items is None else items:
+            try:
+                _send(self.sock, [peer, *frames])
+            except zmq.ZMQError as exc:
+                log.warning("cannot deliver a paced message to %r: %s", peer, exc)
+
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The next message, a ProtocolError for a bad one (with its sender), or None on timeout."""
-        if not self._poller.poll(max(0, int(timeout_s * 1000))):
+        if not _poll_paced(self._poller, self.pacer, self._release, timeout_s):
             return None
         frames = self.sock.recv_multipart(copy=False)
         peer = frames[0].bytes
@@ -69,6 +106,7 @@ class CoordinatorSocket:
             return peer, exc
 
     def close(self) -> None:
+        self._release(self.pacer.drain())
         self.sock.close(linger=200)
 
 
@@ -85,21 +123,34 @@ class ClientSocket:
         self.bytes_out = 0
         self._poller = zmq.Poller()
         self._poller.register(self.sock, zmq.POLLIN)
+        self.pacer = Pacer()
+
+    def set_link(self, link: Link, seed: int = 0) -> None:
+        """Emulate `link` on everything this client sends from now on (its uplink)."""
+        self.pacer.set_link(None, link, seed)
 
     def send(self, message: Message) -> int:
         frames = message.to_frames()
-        _send(self.sock, frames)
         size = _frames_size(frames)
+        if self.pacer.shapes(None):
+            self.pacer.hold(None, frames, size)
+        else:
+            _send(self.sock, frames)
         self.bytes_out += size
         return size
 
+    def _release(self, items=None) -> None:
+        for _, frames in self.pacer.release() if items is None else items:
+            _send(self.sock, frames)
+
     def recv(self, timeout_s: float) -> Message | None:
         """The next message or None on timeout. Raises ProtocolError for a malformed one."""
-        if not self._poller.poll(max(0, int(timeout_s * 1000))):
+        if not _poll_paced(self._poller, self.pacer, self._release, timeout_s):
             return None
         frames = self.sock.recv_multipart(copy=False)
         self.bytes_in += _frames_size(frames)
         return Message.from_frames(frames, COORDINATOR_TYPES)
 
     def close(self) -> None:
+        self._release(self.pacer.drain())
         self.sock.close(linger=2000)

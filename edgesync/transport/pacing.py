@@ -1,0 +1,67 @@
+"""Link emulation in the live transport: each outgoing message is held until it would have arrived.
+
+A socket with a link set for a peer hands its messages to a `Pacer` instead of ZeroMQ. The pacer
+schedules each one on that peer's `LinkChannel` (serialization at the link's rate after the messages
+before it, then latency, jitter and loss as delay: `emulation/links.py`) and releases it at that
+time. Both ends pace what they send, so a client's uplink and the coordinator's downlink to each
+client are shaped independently. Releasing happens inside the sockets' `recv`, which both ends call
+whenever they wait: no extra thread touches a ZeroMQ socket. (A client computing a step releases a
+due message at its next receive; ESync's non-blocking queries are the only messages sent while a
+client computes, and its throttled steps wait through `recv`.)
+
+Held frames are copied: the algorithm may change a tensor in place after sending it.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from typing import Hashable
+
+from edgesync.emulation.links import Link, LinkChannel
+
+
+class Pacer:
+    """Messages in flight on emulated links, per destination, released at their arrival times."""
+
+    def __init__(self):
+        self.channels: dict[Hashable, LinkChannel] = {}
+        self._held: list[tuple[float, int, Hashable, list[bytes]]] = []
+        self._seq = itertools.count()
+
+    def set_link(self, dest: Hashable, link: Link, seed: int = 0) -> None:
+        if link.unlimited:
+            self.channels.pop(dest, None)
+        else:
+            self.channels[dest] = LinkChannel(link, seed)
+
+    def shapes(self, dest: Hashable) -> bool:
+        return dest in self.channels
+
+    def hold(self, dest: Hashable, frames: list, size: int) -> float:
+        """Schedule a message of `size` bytes for `dest`; returns its release time (perf_counter)."""
+        due = self.channels[dest].arrival(time.perf_counter(), size)
+        copied = [bytes(f) for f in frames]
+        heapq.heappush(self._held, (due, next(self._seq), dest, copied))
+        return due
+
+    def next_due(self) -> float | None:
+        return self._held[0][0] if self._held else None
+
+    def release(self, now: float | None = None) -> list[tuple[Hashable, list[bytes]]]:
+        """Messages whose time has come, oldest first."""
+        now = time.perf_counter() if now is None else now
+        out = []
+        while self._held and self._held[0][0] <= now:
+            _, _, dest, frames = heapq.heappop(self._held)
+            out.append((dest, frames))
+        return out
+
+    def drain(self) -> list[tuple[Hashable, list[bytes]]]:
+        """Everything still held (on close: better late than lost)."""
+        out = [(dest, frames) for _, _, dest, frames in sorted(self._held)]
+        self._held.clear()
+        return out
+
+    def __len__(self) -> int:
+        return len(self._held)
