@@ -37,18 +37,18 @@ DANA_N16 = ("clients=16×gamma-homo", "clients=16×gamma-hetero")
 ONE_WORKER = "clients=1×x1"
 
 
-def run_all(out: Path, seeds: list[int]) -> None:
+def run_all(out: Path, seeds: list[int], only: list[str], focus: bool) -> None:
     for i, seed in enumerate(seeds):
-        for key, path in SCENARIOS.items():
-            overrides = [f"seed={seed}"] + ([] if i == 0 else [FOCUS[key]])
-            run_scenario(load_scenario(path, overrides), out / f"{key}-seed{seed}", progress=True)
+        for key in only:
+            overrides = [f"seed={seed}"] + ([FOCUS[key]] if focus or i > 0 else [])
+            run_scenario(load_scenario(SCENARIOS[key], overrides), out / f"{key}-seed{seed}", progress=True)
 
 
-def collect(root: Path) -> dict[str, dict[str, list[dict]]]:
+def collect(roots: list[Path]) -> dict[str, dict[str, list[dict]]]:
     """scenario key → run label → the summaries of every seed that ran it."""
     found: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for key in SCENARIOS:
-        for run in sorted(root.glob(f"{key}-seed*")):
+        for run in sorted(r for root in roots for r in root.glob(f"{key}-seed*")):
             if (run / "summary.json").exists():
                 for label, row in json.loads((run / "summary.json").read_text()).items():
                     found[key][label].append(row)
@@ -139,13 +139,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("runs/async-claims"))
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds; the first runs the whole sweeps")
-    ap.add_argument("--from", dest="reuse", type=Path, default=None, help="read finished runs from here")
+    ap.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated subset: " + ", ".join(SCENARIOS))
+    ap.add_argument("--focus", action="store_true", help="every seed runs only the settings the claims are about")
+    ap.add_argument("--from", dest="reuse", default=None, help="read finished runs from these folders (commas)")
     args = ap.parse_args()
-    root = args.reuse or args.out
+    roots = [Path(r) for r in args.reuse.split(",")] if args.reuse else [args.out]
     if args.reuse is None:
-        run_all(root, [int(s) for s in args.seeds.split(",")])
-    found = collect(root)
-    print(f"\nSHAT and DANA claims, simulator (run folders in {root})\n")
+        run_all(args.out, [int(s) for s in args.seeds.split(",")], args.only.split(","), args.focus)
+    found = collect(roots)
+    print(f"\nSHAT and DANA claims, simulator (run folders in {', '.join(map(str, roots))})\n")
     print("| claim | target | ours | verdict | per seed |\n|---|---|---|---|---|")
     print("\n".join(dana_rows(found.get("dana", {})) + shat_rows(found.get("shat_scale", {}),
                                                                found.get("shat_hetero", {}))))

@@ -1,6 +1,6 @@
 """Top-k selection by magnitude: which coordinates a sparsified message carries.
 
-Used by DGS (Shi et al., "dual-way sparsification"), GD-async (Aji & Heafield) and DGC-async
+Used by DGS (Yan, "Gradient Sparsification for Asynchronous Distributed Training"), GD-async (Aji & Heafield) and DGC-async
 (Lin et al., "Deep Gradient Compression"). Two methods:
 
 - ``"exact"``: ``torch.topk`` on |x|, the reference.

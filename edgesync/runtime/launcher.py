@@ -3,6 +3,10 @@
 Each client process is the same `edgesync client` a lab machine runs, started with one torch
 thread and glibc's mmap threshold raised (constants.py says why). Their logs go to the run
 folder's `logs/`. If a client process dies, the run stops with the end of its log.
+
+With `links.backend: netns` each client runs in its own network namespace behind a veth pair that
+`tc` shapes (emulation/netns.py), connecting to the coordinator over that pair's address — the
+commands a lab runs on separate machines; the namespaces are removed on every way out.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import time
 from pathlib import Path
 
 from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
+from edgesync.emulation.links import PACKET_BYTES, Link
+from edgesync.emulation.netns import FRAME_BYTES, DirectionShape, NetnsLab
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.coordinator import Coordinator, RunAborted
 from edgesync.runtime.progress import Progress
@@ -33,12 +39,16 @@ def client_env() -> dict[str, str]:
 class LocalClients:
     """The client processes of a local run; always stopped on the way out."""
 
-    def __init__(self, address: str, count: int, log_dir: Path, data_root: str | None = None):
+    def __init__(self, address: str | list[str], count: int, log_dir: Path, data_root: str | None = None,
+                 prefixes: list[list[str]] | None = None):
+        """`address` for every client, or one per client; `prefixes` run client i under e.g. `ip netns exec`."""
         log_dir.mkdir(parents=True, exist_ok=True)
         self.logs = [log_dir / f"client-{rank}.log" for rank in range(count)]
         self.procs: list[subprocess.Popen] = []
+        addresses = [address] * count if isinstance(address, str) else address
         for rank, path in enumerate(self.logs):
-            cmd = [sys.executable, "-m", "edgesync.cli", "client", "--connect", address, "--rank", str(rank)]
+            cmd = [*(prefixes[rank] if prefixes else []), sys.executable, "-m", "edgesync.cli", "client",
+                   "--connect", addresses[rank], "--rank", str(rank)]
             if data_root:
                 cmd += ["--data-root", data_root]
             with open(path, "w") as out:
@@ -74,6 +84,8 @@ class LocalClients:
 
 def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str = "logs") -> None:
     """Run every algorithm of `scenario` with local client processes, recording into `recorder`."""
+    if scenario.links.backend == "netns":
+        return _run_in_namespaces(scenario, recorder, progress, logs)
     coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress)
     try:
         coordinator.prepare()  # a missing dataset fails here, before any client process starts
@@ -81,9 +93,41 @@ def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs
         coordinator.close()
         raise
     clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs)
+    _serve(coordinator, clients)
+
+
+def _serve(coordinator: Coordinator, clients: LocalClients) -> None:
     coordinator.health_check = clients.check
     try:
         coordinator.run()
     finally:
         clients.stop()
         coordinator.close()
+
+
+def kernel_shape(link: Link) -> DirectionShape:
+    """The tc shape for `link`. tc counts whole Ethernet frames and our rates count message bytes, so the
+    kernel rate is raised by frame/payload (1514/1448): both backends then deliver the same goodput."""
+    rate = None if link.rate_mbps is None else link.rate_mbps * FRAME_BYTES / PACKET_BYTES
+    return DirectionShape(rate, link.latency_s * 1e3, link.jitter_s * 1e3, link.loss)
+
+
+def _run_in_namespaces(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str) -> None:
+    links = [scenario.client_links(rank) for rank in range(len(scenario.clients))]
+    with NetnsLab(len(links), up=[kernel_shape(u) for u, _ in links], down=[kernel_shape(d) for _, d in links]) as lab:
+        log.info("%s", lab.describe())
+        progress.status(lab.describe())
+        coordinator = Coordinator(scenario, recorder, bind=f"tcp://{lab.coordinator_address(0)}:*", progress=progress)
+        coordinator.kernel_shapes = frozenset(k for k, on in lab.kernel_emulates.items() if on)
+        try:
+            port = coordinator.address.rsplit(":", 1)[1]
+            for i in range(1, len(links)):  # one ROUTER, reachable from every namespace on its own pair
+                coordinator.sock.bind(f"tcp://{lab.coordinator_address(i)}:{port}")
+            coordinator.prepare()
+        except BaseException:
+            coordinator.close()
+            raise
+        addresses = [f"tcp://{lab.coordinator_address(i)}:{port}" for i in range(len(links))]
+        clients = LocalClients(addresses, len(links), recorder.run_dir / logs,
+                               prefixes=[lab.exec_prefix(i) for i in range(len(links))])
+        _serve(coordinator, clients)

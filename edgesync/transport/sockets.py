@@ -67,6 +67,10 @@ class CoordinatorSocket:
         self._poller.register(self.sock, zmq.POLLIN)
         self.pacer = Pacer()
 
+    def bind(self, address: str) -> None:
+        """Listen on one more endpoint (the kernel link backend: one veth address per client)."""
+        self.sock.bind(address)
+
     def set_link(self, peer: bytes, link: Link, seed: int = 0) -> None:
         """Emulate `link` on everything sent to `peer` from now on (the coordinator → client direction)."""
         self.pacer.set_link(peer, link, seed)

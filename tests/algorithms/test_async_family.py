@@ -71,7 +71,10 @@ def test_updates_carry_meta_and_statistics(name, tiny_trainer):
     server, _, _, updates = _run(name, tiny_trainer)
     for update in updates:
         assert {"steps", "samples", "version", "loss"} <= set(update.meta)
-        assert all(t.dtype == torch.float32 and t.dim() == 1 for t in update.tensors.values())
+        # flat vectors: float values, or the int32 indices of a sparse payload (the DGS family)
+        assert all(t.dim() == 1 for t in update.tensors.values())
+        assert all(t.dtype in (torch.float32, torch.float16) or name.endswith(".idx") and t.dtype == torch.int32
+                   for name, t in update.tensors.items())
         assert "buffers" in update.tensors
     assert torch.equal(server.global_buffers(), updates[-1].tensors["buffers"])
 
