@@ -77,3 +77,17 @@ def test_live_run_in_network_namespaces_cleans_up(tmp_path):
     assert "uplink ∞ 20 ms" in (tmp_path / "r" / "logs" / "client-0.log").read_text()  # rate left to tc
     leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"es-{os.getpid()}-" not in leftover
+
+
+def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
+    from edgesync.emulation.links import Link
+    from edgesync.runtime.coordinator import transport_link
+    from edgesync.runtime.launcher import kernel_shape
+
+    link = Link(rate_mbps=10, latency_s=0.05, jitter_s=0.01, loss=0.001)
+    shape = kernel_shape(link)
+    assert shape.rate_mbps == pytest.approx(10 * 1514 / 1448)  # tc counts frames, we count payload
+    assert (shape.latency_ms, shape.jitter_ms, shape.loss) == pytest.approx((50, 10, 0.001))
+    # without netem the kernel does the rate only: the transport keeps latency, jitter and loss
+    assert transport_link(link, frozenset({"rate"})) == Link(None, 0.05, 0.01, 0.001)
+    assert transport_link(link, frozenset({"rate", "delay", "jitter", "loss"})) == Link()
