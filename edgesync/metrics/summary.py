@@ -19,6 +19,7 @@ A value that cannot be computed (no evaluations, a zero duration, a missing key)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -37,7 +38,7 @@ def summarize(
       in `clients` or `algorithms` (an entry that never evaluated) follow, with None for what needs evals.
     baseline: a label; adds `speedup_vs` to every entry. Raises ValueError if no entry has that label.
     updates: rows of updates.jsonl; adds `mean_lag`, `mean_gap` and `mean_gap_normalized` (None for
-      entries that logged none, e.g. synchronous algorithms).
+      entries that logged none, e.g. synchronous algorithms; non-finite values are left out).
     """
     algorithms = algorithms or {}
     labels = _labels_in_order(metrics, clients, algorithms)
@@ -52,7 +53,8 @@ def summarize(
         entry["diverged"] = any(r.get("diverged") for r in evals)
         logged = [r for r in updates or () if r.get("algorithm") == label]
         for key in ("lag", "gap", "gap_normalized"):
-            values = [r[key] for r in logged if isinstance(r.get(key), (int, float))]
+            # a diverging run's last gaps are inf/nan: the mean is over the finite ones before it
+            values = [r[key] for r in logged if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
             entry[f"mean_{key}"] = sum(values) / len(values) if values else None
         summary[label] = {"algorithm": algorithms.get(label, label), **entry}
 

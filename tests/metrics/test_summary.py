@@ -138,3 +138,11 @@ def test_staleness_means_come_from_the_update_log():
     assert entry["mean_lag"] == 3.0                  # (0 + 3 + 6) / 3
     assert entry["mean_gap"] == pytest.approx(0.3)   # (0 + 0.3 + 0.6) / 3
     assert entry["mean_gap_normalized"] == 1.0       # (0 + 2) / 2: the None is not a value
+
+
+def test_a_diverging_runs_non_finite_gaps_are_left_out_of_the_mean():
+    metrics = [{"algorithm": "nag_asgd", "time_s": 0.0, "test_acc": 0.1, "updates": 0, "samples": 0}]
+    updates = [{"algorithm": "nag_asgd", "lag": 1, "gap": g, "gap_normalized": g}
+               for g in (0.1, 0.3, float("inf"), float("nan"))]
+    entry = summarize(metrics, [], None, updates=updates)["nag_asgd"]
+    assert entry["mean_gap"] == pytest.approx(0.2) and entry["mean_gap_normalized"] == pytest.approx(0.2)
