@@ -28,3 +28,10 @@ CLIENT_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 # Largest message a socket accepts (ZeroMQ's ZMQ_MAXMSGSIZE): far above ResNet-18's 45 MB.
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+
+# Flower runtime (edgesync/flower/): how often the ServerApp asks the SuperLink for replies and for
+# newly connected SuperNodes, and how long a local SuperLink/SuperNode may take to start or stop.
+FLOWER_PULL_INTERVAL_S = 0.05
+FLOWER_NODE_POLL_INTERVAL_S = 1.0
+FLOWER_START_TIMEOUT_S = 60.0
+FLOWER_STOP_TIMEOUT_S = 10.0

@@ -114,6 +114,16 @@ class Trainer:
         self._cursor += b
         return self.x[idx], self.y[idx]
 
+    def sampler_state(self) -> dict:
+        """Where mini-batch sampling stands (this epoch's order, the cursor, the RNG), so a runtime that
+        rebuilds the trainer for every instruction (Flower) goes on through the epoch instead of restarting it."""
+        return {"rng": self._rng.bit_generator.state, "order": self._order.copy(), "cursor": self._cursor}
+
+    def load_sampler_state(self, state: dict) -> None:
+        self._rng.bit_generator.state = state["rng"]
+        self._order = np.asarray(state["order"], dtype=np.int64)
+        self._cursor = int(state["cursor"])
+
     # -- computation -----------------------------------------------------------------------------
     def gradient(self, weight_decay: float = 0.0, interrupt: Interrupt | None = None) -> tuple[torch.Tensor, float]:
         """One mini-batch gradient of the mean loss at the current parameters: (g flat, loss).

@@ -10,6 +10,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from edgesync import algorithms
@@ -104,6 +105,23 @@ class Session:
     wait_s: float = 0.0
 
 
+def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None = None,
+                  data_root: str | None = None, client_cls: type[ClientAlgorithm] | None = None) -> Session:
+    """One algorithm's trainer, client half and step-factor sampler, from a SETUP's metadata and data
+    indices. `device` and `data_root` are this machine's overrides; `client_cls` replaces the
+    algorithm's client half (the Flower runtime's ESync). Shared with the Flower ClientApp."""
+    spec = algorithms.get(meta["algorithm"]["name"])
+    config = spec.config.model_validate(meta["algorithm"])
+    ds = meta["dataset"]
+    data = dataset(ds["name"], data_root or ds.get("root"), ds.get("train_size"))
+    dev = resolve_device(device or meta.get("device", "cpu"))
+    sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
+    trainer = make_trainer(data, meta["model"], indices, config.batch_size,
+                           seed=int(meta["seed"]) * 1000 + rank, device=dev, hook=NoHook())
+    half = (client_cls or spec.client)(config, trainer)
+    return Session(meta["label"], half, trainer, sampler)
+
+
 class EdgeClient:
     def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
                  device: str | None = None, data_root: str | None = None):
@@ -177,21 +195,12 @@ class EdgeClient:
         return True
 
     def _setup(self, msg: Message) -> None:
-        meta = msg.meta
-        spec = algorithms.get(meta["algorithm"]["name"])
-        config = spec.config.model_validate(meta["algorithm"])
-        ds = meta["dataset"]
-        data = dataset(ds["name"], self.data_root or ds.get("root"), ds.get("train_size"))
-        self.device = resolve_device(self.device_override or meta.get("device", "cpu"))
-        profile = parse_profile(meta["profile"])
-        sampler = FactorSampler(profile, seed=int(meta["seed"]), rank=self.rank)
-        indices = msg.tensors["indices"].numpy()
-        trainer = make_trainer(data, meta["model"], indices, config.batch_size,
-                               seed=int(meta["seed"]) * 1000 + self.rank, device=self.device, hook=NoHook())
-        self._model_key = (meta["model"], config.batch_size, str(self.device))
-        half = spec.client(config, trainer)
-        half.ctx = self.ctx
-        self.session = Session(meta["label"], half, trainer, sampler)
+        session = build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank, self.device_override,
+                                self.data_root)
+        self.device = session.trainer.device
+        self._model_key = (msg.meta["model"], session.trainer.batch_size, str(self.device))
+        session.algorithm.ctx = self.ctx
+        self.session = session
 
     def _calibrate(self) -> float:
         """The undisturbed step time: the median of a few real steps with no throttle."""

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, Send, Update
+from edgesync.algorithms.base import AlgorithmConfig, Send, ServerAlgorithm, Update
 from edgesync.constants import JOIN_TIMEOUT_S, POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import Link
@@ -70,10 +70,13 @@ def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
 
 class Coordinator:
     def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
-                 progress: Progress | None = None, health_check: Callable[[], None] | None = None):
+                 progress: Progress | None = None, health_check: Callable[[], None] | None = None,
+                 sock: CoordinatorSocket | None = None):
+        """`sock` replaces the ZeroMQ socket bound at `bind` with another transport of the same API
+        (the Flower runtime's `edgesync.flower.grid_socket.GridSocket`)."""
         self.scenario = scenario
         self.recorder = recorder
-        self.sock = CoordinatorSocket(bind)
+        self.sock = sock if sock is not None else CoordinatorSocket(bind)
         self.address = self.sock.address
         self.progress = progress or Progress(enabled=False)
         self.health_check = health_check or (lambda: None)
@@ -164,10 +167,9 @@ class Coordinator:
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
         sc = self.scenario
-        spec = algorithms.get(config.name)
         self._setup_clients(config)
         self._calibrate_clients()
-        server = spec.server(config, self.initial, sorted(self.peers))
+        server = self.server_half(config, sorted(self.peers))
         run = self.current = AlgorithmRun(config)
         server.now = lambda: time.perf_counter() - run.started
         run.bytes_in0 = dict(self.sock.bytes_in)
@@ -198,6 +200,10 @@ class Coordinator:
         self._log_eval(final)
         self._finish_clients(config, end)
         self.progress.end_algorithm(config.key, final)
+
+    def server_half(self, config: AlgorithmConfig, clients: list[int]) -> ServerAlgorithm:
+        """The algorithm's server half for these clients (the Flower runtime swaps ESync's)."""
+        return algorithms.get(config.name).server(config, self.initial, clients)
 
     def _should_stop(self, server, now: float) -> bool:
         stop = self.scenario.stop

@@ -1,0 +1,18 @@
+"""The Flower runtime: the same coordinator, algorithms and client halves over a Flower SuperLink.
+
+The repository root is a Flower app (`[tool.flwr.app]` in pyproject.toml): `server/flower_server.py`
+holds the ServerApp and `clients/flower_client.py` the ClientApp, both thin. The adapter is here,
+one job per file:
+
+| file | job |
+|---|---|
+| `records.py` | an EdgeSync protocol message ↔ Flower records (ArrayRecord, ConfigRecord, MetricRecord) |
+| `grid_socket.py` | the coordinator's socket API over a Flower `Grid` (push/pull), one message in flight per node |
+| `coordinator.py` | the live coordinator on that socket, with Flower's server halves; `serve()` is the ServerApp |
+| `budgets.py` | ESync under Flower: per-node step or time budgets from measured capabilities, no queries |
+| `node.py` | the ClientApp side: one SuperNode's trainer and client half, rebuilt from `context.state` |
+| `numpy_client.py` | a legacy `NumPyClient` (local SGD) for older Flower servers |
+| `lab.py` | a local SuperLink and N SuperNodes on 127.0.0.1, started and stopped by PID |
+
+docs/flower.md says how a lab uses it and what differs from the ZeroMQ runtime.
+"""

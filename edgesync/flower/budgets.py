@@ -1,0 +1,121 @@
+"""ESync under Flower: each node's local work per round set by the server, not asked for mid-round.
+
+ESync's client asks its State Server before every local iteration whether to stop (esync.txt Alg. 1-2,
+`edgesync.algorithms.esync`). A Flower ClientApp cannot talk to the ServerApp in the middle of a
+message: it gets one message and sends one reply. So the State Server's decision moves to the start
+of the round. The server keeps each node's capability c_i (its mean step time in its last round,
+measured by the node, emulated slowdown included) and sends, in each node's instruction:
+
+- `budget: steps` (default): n_i = clamp(⌊(c_max − ε) / c_i⌋, 1, max_local_steps), ε = `slack_s`.
+  Alg. 2 makes client i READY once its next iteration would end after the slowest client (capability
+  c_max, one iteration) is ready; with capabilities steady over a round that is after exactly n_i
+  iterations.
+- `budget: time`: time_budget_s = c_max − ε; the node runs iterations while the next one (at its
+  mean step time so far this round) ends within the budget, at least one. The node's own clock decides,
+  as in Alg. 1, so a node that slows down mid-round still stops on time.
+
+Until every capability is known (the first round) each node runs one step: Alg. 1's
+RUN-BATCH-DATA-TEST. The aggregation is ESync's, θ ← θ + ε_g·mean(Δ_i) (`local_sgd.DeltaServer`).
+Per round the server logs each node's n_i, c_i and budget to updates.jsonl. `mode` and the query
+timing of the ZeroMQ runtime do not apply.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Literal
+
+from edgesync import algorithms
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, ModelState, ServerAlgorithm, Update
+from edgesync.algorithms.esync import ESyncConfig
+from edgesync.algorithms.local_sgd import DeltaServer, LocalRound
+
+Budget = Literal["steps", "time"]
+
+
+def step_budget(c_i: float, c_max: float, slack_s: float, cap: int) -> int:
+    """n_i: local iterations of a node with step time c_i while the slowest (c_max) runs one."""
+    if c_i <= 0:
+        return cap
+    return max(1, min(cap, math.floor((c_max - slack_s) / c_i + 1e-9)))
+
+
+class BudgetESyncServer(DeltaServer):
+    """ESync's aggregation with the State Server's decision made once per round, per node."""
+
+    config: ESyncConfig
+
+    def __init__(self, config: ESyncConfig, initial: ModelState, clients: list[int], budget: Budget = "steps"):
+        super().__init__(config, initial, clients)
+        self.budget = budget
+        self.capability: dict[int, float] = {}  # c_i, seconds per local iteration
+        self.sent_budget: dict[int, dict] = {}
+
+    def instruction_meta(self, client: int) -> dict:
+        meta = super().instruction_meta(client)
+        known = [self.capability.get(c) for c in self.clients]
+        if any(c is None for c in known):
+            meta["local_steps"] = 1  # RUN-BATCH-DATA-TEST: every capability measured first
+        else:
+            c_max = max(known)
+            if self.budget == "time":
+                meta["time_budget_s"] = max(0.0, c_max - self.config.slack_s)
+            else:
+                meta["local_steps"] = step_budget(self.capability[client], c_max, self.config.slack_s,
+                                                  self.config.max_local_steps)
+        self.sent_budget[client] = {k: meta[k] for k in ("local_steps", "time_budget_s") if k in meta}
+        return meta
+
+    def on_update(self, client: int, update: Update):
+        counted = update.meta.get("version") == self.round and client in self.clients
+        if counted and isinstance(update.meta.get("step_s"), (int, float)):
+            self.capability[client] = float(update.meta["step_s"])
+            self.log_update(client, round=self.round, n_i=update.meta.get("steps"),
+                            c_i=round(self.capability[client], 6), **self.sent_budget.get(client, {}))
+        return super().on_update(client, update)
+
+    def on_client_lost(self, client: int):
+        self.capability.pop(client, None)
+        return super().on_client_lost(client)
+
+
+class BudgetClient(ClientAlgorithm):
+    """Local SGD for as many iterations as the instruction's budget allows (steps or seconds)."""
+
+    config: ESyncConfig
+
+    def on_instruction(self, instruction: Instruction) -> Update:
+        meta, cap = instruction.meta, self.config.max_local_steps
+        steps, budget_s = int(meta.get("local_steps", 1)), meta.get("time_budget_s")
+        session = LocalRound(self, instruction)
+        compute0, started = self.trainer.stats.compute_s, time.perf_counter()
+        while True:
+            session.step()
+            if session.steps >= cap:
+                break
+            if budget_s is None:
+                if session.steps >= steps:
+                    break
+            else:
+                elapsed = time.perf_counter() - started
+                if elapsed + elapsed / session.steps > budget_s:
+                    break
+        update = session.finish()
+        update.meta["step_s"] = (self.trainer.stats.compute_s - compute0) / session.steps
+        return update
+
+
+def server_half(config: AlgorithmConfig, initial: ModelState, clients: list[int], budget: Budget = "steps") -> ServerAlgorithm:
+    """The server half the Flower runtime runs for `config`: ESync's budgeted one, else the registered one."""
+    if isinstance(config, ESyncConfig):
+        return BudgetESyncServer(config, initial, clients, budget)
+    spec = algorithms.get(config.name)
+    if spec.client.uses_queries:
+        raise ValueError(f"{config.name}: its client half queries the server mid-instruction, which a Flower "
+                         "ClientApp cannot do")
+    return spec.server(config, initial, clients)
+
+
+def client_half(name: str) -> type[ClientAlgorithm]:
+    """The client half a Flower node runs for the algorithm `name`."""
+    return BudgetClient if name == "esync" else algorithms.get(name).client

@@ -1,0 +1,174 @@
+"""The coordinator's socket over a Flower Grid, so the live coordinator runs as a ServerApp unchanged.
+
+`Coordinator` talks to clients through `send(peer, Message)` and `recv(timeout_s)` and counts bytes
+in `bytes_in` / `bytes_out` (`edgesync.transport.sockets.CoordinatorSocket`). This class offers the
+same API over a ServerApp's `Grid`: peers are SuperNodes (their node id, as bytes); what the
+coordinator sends is pushed as Flower messages (`Grid.push_messages`), and replies pulled with
+`Grid.pull_messages` come back as the client messages the coordinator expects:
+
+    coordinator sends   Flower message type              coordinator receives
+    (while joining)     query.hello to each new node  →  HELLO
+    WELCOME             —  (its rank travels with SETUP)
+    SETUP               query.setup                   →  READY
+    CALIBRATE           query.calibrate               →  CALIBRATED
+    TRAIN               train                         →  UPDATE
+    EVALUATE            evaluate                      →  EVALUATED
+    END                 —  once the node's last reply is in: STATS, its running totals
+    SHUTDOWN, ERROR     —  (logged)
+
+REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (budgets.py
+is ESync without it). A Flower error reply (the ClientApp raised, the node went away) arrives as
+ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket.
+
+A node is never sent a message while another is in flight to it: later ones wait here, per node, in
+order. So no two ClientApp processes of a node write its `context.state` at once, and END waits for
+the update in flight, as the ZeroMQ client finishes its instruction before it answers END.
+Links are not emulated over Flower (`set_link` does nothing): shape real links with `tc`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict, deque
+from typing import Any
+
+from flwr.app import Message as FlowerMessage
+from flwr.serverapp import Grid
+
+from edgesync.constants import FLOWER_NODE_POLL_INTERVAL_S, FLOWER_PULL_INTERVAL_S
+from edgesync.emulation.links import Link
+from edgesync.flower import records
+from edgesync.transport.protocol import Message, ProtocolError
+
+log = logging.getLogger("edgesync.flower.grid")
+
+FLOWER_TYPES = {"HELLO": "query.hello", "SETUP": "query.setup", "CALIBRATE": "query.calibrate",
+                "TRAIN": "train", "EVALUATE": "evaluate"}
+
+
+def peer_of(node_id: int) -> bytes:
+    return str(node_id).encode()
+
+
+class GridSocket:
+    def __init__(self, grid: Grid):
+        self.grid = grid
+        self.address = f"the Flower SuperLink (run {grid.run.run_id})"
+        self.bytes_in: dict[bytes, int] = defaultdict(int)
+        self.bytes_out: dict[bytes, int] = defaultdict(int)
+        self.inbox: deque[tuple[bytes, Message | ProtocolError]] = deque()
+        self.in_flight: dict[str, bytes] = {}  # Flower message id → peer
+        self.queued: dict[bytes, deque[Message]] = defaultdict(deque)
+        self.ranks: dict[bytes, int] = {}
+        self.stats: dict[bytes, dict[str, Any]] = {}
+        self.ending: set[bytes] = set()
+        self.joining = True  # greet nodes as they connect, until the first SETUP
+        self.greeted: set[int] = set()
+        self._next_pull = self._next_node_poll = 0.0
+
+    # -- the CoordinatorSocket API ---------------------------------------------------------------
+    def set_link(self, peer: bytes, link: Link, seed: int = 0) -> None:
+        return None
+
+    def send(self, peer: bytes, message: Message) -> int:
+        kind = message.type
+        if kind == "WELCOME":
+            self.ranks[peer] = int(message.meta["rank"])
+            return 0
+        if kind == "END":
+            self.ending.add(peer)
+            self._stats_if_idle(peer)
+            return 0
+        if kind in ("SHUTDOWN", "ERROR"):
+            if kind == "ERROR":
+                log.warning("to node %s: %s", peer.decode(), message.meta.get("reason"))
+            return 0
+        if kind not in FLOWER_TYPES:
+            log.error("%s cannot travel over Flower (node %s)", kind, peer.decode())
+            return 0
+        if kind == "SETUP":
+            self.joining = False
+            message = Message(kind, {**message.meta, "rank": self.ranks.get(peer)}, message.tensors)
+        self.ending.discard(peer)
+        if self._busy(peer):
+            self.queued[peer].append(message)
+            return 0
+        return self._push(peer, message)
+
+    def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
+        """The next message from a node, or None after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.inbox:
+                return self.inbox.popleft()
+            now = time.monotonic()
+            if self.joining and now >= self._next_node_poll:
+                self._greet_new_nodes()
+                self._next_node_poll = now + FLOWER_NODE_POLL_INTERVAL_S
+            if self.in_flight and now >= self._next_pull:
+                self._pull()
+                self._next_pull = now + FLOWER_PULL_INTERVAL_S
+            if self.inbox:
+                continue
+            now = time.monotonic()
+            if now >= deadline:
+                return None
+            wake = [deadline]
+            if self.in_flight:
+                wake.append(self._next_pull)
+            if self.joining:
+                wake.append(self._next_node_poll)
+            time.sleep(max(0.0, min(wake) - now))
+
+    def close(self) -> None:
+        if self.in_flight:
+            log.info("%d Flower messages still in flight at close; their replies are dropped", len(self.in_flight))
+
+    # -- Flower side -------------------------------------------------------------------------------
+    def _busy(self, peer: bytes) -> bool:
+        return peer in self.in_flight.values() or bool(self.queued[peer])
+
+    def _push(self, peer: bytes, message: Message) -> int:
+        content = records.to_records(message)
+        size = records.payload_bytes(content)
+        out = FlowerMessage(content, dst_node_id=int(peer), message_type=FLOWER_TYPES[message.type])
+        ids = list(self.grid.push_messages([out]))
+        if not ids or not ids[0]:
+            self.inbox.append((peer, Message("ERROR", {"reason": f"the SuperLink did not take {message.type}"})))
+            return 0
+        self.in_flight[ids[0]] = peer
+        self.bytes_out[peer] += size
+        return size
+
+    def _greet_new_nodes(self) -> None:
+        for node_id in sorted(set(self.grid.get_node_ids()) - self.greeted):
+            self.greeted.add(node_id)
+            self._push(peer_of(node_id), Message("HELLO"))
+
+    def _pull(self) -> None:
+        for reply in self.grid.pull_messages(list(self.in_flight)):
+            peer = self.in_flight.pop(reply.metadata.reply_to_message_id, None)
+            if peer is None:
+                continue
+            self.inbox.append((peer, self._decode(peer, reply)))
+            if self.queued[peer]:
+                self._push(peer, self.queued[peer].popleft())
+            self._stats_if_idle(peer)
+
+    def _decode(self, peer: bytes, reply: FlowerMessage) -> Message | ProtocolError:
+        if reply.has_error():
+            return Message("ERROR", {"reason": f"Flower error {reply.error.code}: {reply.error.reason}"})
+        self.bytes_in[peer] += records.payload_bytes(reply.content)
+        try:
+            msg, stats = records.from_records(reply.content)
+        except ProtocolError as exc:
+            return exc
+        if stats is not None and msg.type == "UPDATE":
+            self.stats[peer] = stats
+        return msg
+
+    def _stats_if_idle(self, peer: bytes) -> None:
+        """END is answered once nothing is in flight to the node: STATS from its last reply."""
+        if peer in self.ending and not self._busy(peer):
+            self.ending.discard(peer)
+            self.inbox.append((peer, Message("STATS", self.stats.pop(peer, {}))))

@@ -1,0 +1,204 @@
+"""The ClientApp side: one SuperNode's client, rebuilt from `context.state` for every message.
+
+A SuperNode starts a new ClientApp process per message, so nothing survives in memory. What the
+ZeroMQ client (`edgesync.runtime.client`) keeps in its `Session` is kept in `context.state` instead,
+in the encoding of `records.py`:
+
+    setup    the SETUP metadata (algorithm config, dataset, model, profile, seed, rank) and indices
+    half     the client half's `state_dict()` (momentum, residuals, ESync's capability…)
+    node     calibrated step times per (model, batch size, device); mini-batch sampling position;
+             gamma-profile draws so far; running totals (steps, compute, wait, …) for STATS
+
+Every message rebuilds the trainer and client half with `build_session`, the ZeroMQ client's own
+function, restores that state, runs, and saves it back. Messages and replies (Flower type → EdgeSync
+type; `grid_socket.py` is the other end):
+
+    query.hello      → HELLO       partition-id, profile and device from --node-config, host info
+    query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run)
+    query.calibrate  → CALIBRATED  the undisturbed step time (kept for the next algorithms)
+    train            → UPDATE      TRAIN: the client half's `on_instruction`, throttled by the profile
+    evaluate         → EVALUATED   the message's model on this node's training split
+
+A failure is a reply too: ERROR with the reason (failures travel as data, never a crash).
+Node config keys: `partition-id` (the rank; default: the next free one), `profile` (overrides the
+scenario's, e.g. "x10"), `device` (cpu, cuda:N, auto) and `data-root` (this machine's data folder).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+import psutil
+import torch
+from flwr.app import Context
+from flwr.app import Message as FlowerMessage
+
+from edgesync.algorithms.base import Instruction
+from edgesync.emulation.profiles import GammaProfile, parse_profile
+from edgesync.emulation.throttle import Throttle, needs_throttle
+from edgesync.flower import records
+from edgesync.flower.budgets import client_half
+from edgesync.runtime.client import Session, build_session
+from edgesync.runtime.evaluator import evaluate
+from edgesync.runtime.step_time import measure_step_s
+from edgesync.transport.protocol import Message, host_info
+
+log = logging.getLogger("edgesync.flower.node")
+
+SETUP, HALF, NODE = "edgesync.setup", "edgesync.half", "edgesync.node"
+
+
+def _tensors_and_rest(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    tensors = {k: v for k, v in state.items() if isinstance(v, torch.Tensor)}
+    return {k: v for k, v in state.items() if k not in tensors}, tensors
+
+
+class FlowerNode:
+    def __init__(self, context: Context):
+        torch.set_num_threads(1)  # one torch thread per client process (constants.CLIENT_THREAD_ENV)
+        self.context = context
+        self.state = context.state
+        cfg = context.node_config
+        self.partition = cfg.get("partition-id")
+        self.profile = cfg.get("profile")
+        self.device = cfg.get("device")
+        self.data_root = cfg.get("data-root")
+        saved = records.get(self.state, NODE)
+        self.node: dict[str, Any] = saved[0] if saved else {"reference_s": {}}
+        self.order: np.ndarray | None = saved[1]["order"].numpy() if saved and "order" in saved[1] else None
+
+    # -- dispatch ----------------------------------------------------------------------------------
+    def handle(self, message: FlowerMessage) -> FlowerMessage:
+        started = time.time()
+        kind = message.metadata.message_type
+        handler = self.HANDLERS.get(kind)
+        stats = None
+        try:
+            if handler is None:
+                raise ValueError(f"no handler for Flower message type {kind!r}")
+            request, _ = records.from_records(message.content)
+            reply, stats = handler(self, request, started)
+        except Exception as exc:  # failures travel as data: the coordinator logs or aborts on ERROR
+            log.exception("%s failed", kind)
+            reply = Message("ERROR", {"reason": f"{kind} failed on node {self.context.node_id}: "
+                                                f"{type(exc).__name__}: {exc}"})
+        return FlowerMessage(records.to_records(reply, stats), reply_to=message)
+
+    def hello(self, request: Message, started: float):
+        if self.profile is not None:
+            parse_profile(self.profile)  # a typo fails here, as `edgesync client --profile` does
+        info = host_info(self.device or "cpu")
+        info["flower_node_id"] = self.context.node_id
+        rank = None if self.partition is None else int(self.partition)
+        return Message("HELLO", {"rank": rank, "profile": self.profile, "info": info}), None
+
+    def setup(self, request: Message, started: float):
+        records.put(self.state, SETUP, request.meta, {"indices": request.tensors["indices"]})
+        records.put(self.state, HALF, {})
+        self.node.update(first_train=None, last_sent=None, draws=0, sampler=None,
+                         totals={"steps": 0, "samples": 0, "compute_s": 0.0, "wait_s": 0.0, "overhead_s": 0.0,
+                                 "target_s": 0.0, "aborted_steps": 0})
+        self.order = None
+        self._session()  # builds the trainer: a missing dataset or a bad config fails now
+        self._save_node()
+        return Message("READY", {"label": request.meta["label"]}), None
+
+    def calibrate(self, request: Message, started: float):
+        session = self._session(throttled=False)
+        key = self._model_key(session)
+        if key not in self.node["reference_s"]:  # measured once per run, as the ZeroMQ client caches it
+            self.node["reference_s"][key] = measure_step_s(session.trainer)
+            self._save_session(session)  # its batches were drawn: sampling goes on after them
+            self._save_node()
+        return Message("CALIBRATED", {"reference_s": self.node["reference_s"][key]}), None
+
+    def train(self, request: Message, started: float):
+        session = self._session()
+        totals, now = self.node["totals"], time.time()
+        if self.node["first_train"] is None:
+            self.node["first_train"] = started
+        elif self.node["last_sent"] is not None:
+            totals["wait_s"] += now - self.node["last_sent"]  # includes this process's start-up
+        totals["overhead_s"] += now - psutil.Process(os.getpid()).create_time()
+        update = session.algorithm.on_instruction(Instruction(tensors=request.tensors, meta=request.meta))
+        self._save_session(session)
+        self.node["last_sent"] = time.time()
+        self._save_node()
+        return Message("UPDATE", update.meta, update.tensors), self._stats(session)
+
+    def evaluate(self, request: Message, started: float):
+        session = self._session(throttled=False)
+        trainer = session.trainer
+        trainer.set_params(request.tensors["params"])
+        if "buffers" in request.tensors:
+            trainer.set_buffers(request.tensors["buffers"])
+        acc, loss = evaluate(trainer.model, trainer.x, trainer.y, batch_size=1000)
+        meta = {"label": session.label, "local_acc": round(acc, 6), "local_loss": round(loss, 6),
+                "examples": trainer.num_samples}
+        return Message("EVALUATED", meta), {"samples": trainer.num_samples}
+
+    HANDLERS: dict[str, Callable] = {"query.hello": hello, "query.setup": setup, "query.calibrate": calibrate,
+                                     "train": train, "evaluate": evaluate}
+
+    # -- state ---------------------------------------------------------------------------------------
+    def _session(self, throttled: bool = True) -> Session:
+        saved = records.get(self.state, SETUP)
+        if saved is None:
+            raise RuntimeError("no SETUP on this node yet")
+        meta, tensors = saved
+        session = build_session(meta, tensors["indices"].numpy(), int(meta["rank"]), self.device, self.data_root,
+                                client_cls=client_half(meta["algorithm"]["name"]))
+        half_meta, half_tensors = records.get(self.state, HALF) or ({}, {})
+        if half_meta or half_tensors:
+            session.algorithm.load_state_dict({**half_meta, **half_tensors})
+        if self.node.get("sampler") is not None and self.order is not None:
+            session.trainer.load_sampler_state({**self.node["sampler"], "order": self.order})
+        reference = self.node["reference_s"].get(self._model_key(session))
+        if throttled and needs_throttle(session.sampler):
+            if reference is None:  # not calibrated by the coordinator: measure now (with company)
+                reference = self.node["reference_s"][self._model_key(session)] = measure_step_s(session.trainer)
+            if isinstance(session.sampler.profile, GammaProfile):
+                for _ in range(int(self.node.get("draws", 0))):  # go on with this client's factor sequence
+                    session.sampler.next()
+            session.throttle = Throttle(session.sampler, reference)
+            session.trainer.hook = session.throttle
+        return session
+
+    def _save_session(self, session: Session) -> None:
+        rest, tensors = _tensors_and_rest(session.algorithm.state_dict())
+        records.put(self.state, HALF, rest, tensors)
+        sampler = session.trainer.sampler_state()
+        self.order = sampler.pop("order")
+        self.node["sampler"] = sampler
+        st, totals = session.trainer.stats, self.node["totals"]
+        totals["steps"] += st.steps
+        totals["samples"] += st.samples
+        totals["compute_s"] += st.compute_s
+        totals["aborted_steps"] += st.aborted_steps
+        if session.throttle is not None:
+            totals["target_s"] += session.throttle.target_s_total
+            self.node["draws"] = int(self.node.get("draws", 0)) + st.steps + st.aborted_steps
+
+    def _save_node(self) -> None:
+        tensors = {} if self.order is None else {"order": torch.from_numpy(np.asarray(self.order, dtype=np.int64))}
+        records.put(self.state, NODE, self.node, tensors)
+
+    def _model_key(self, session: Session) -> str:
+        meta = records.get(self.state, SETUP)[0]
+        return f"{meta['model']}|{session.trainer.batch_size}|{session.trainer.device}"
+
+    def _stats(self, session: Session) -> dict[str, Any]:
+        """What the ZeroMQ client reports in STATS, as running totals over this algorithm's messages."""
+        t = self.node["totals"]
+        reference = self.node["reference_s"].get(self._model_key(session))
+        out = {"label": session.label, "steps": t["steps"], "samples": t["samples"],
+               "compute_s": round(t["compute_s"], 4), "wait_s": round(t["wait_s"], 4),
+               "wall_s": round(time.time() - self.node["first_train"], 4), "device": str(session.trainer.device),
+               "reference_s": reference, "overhead_s": round(t["overhead_s"], 4)}
+        if session.throttle is not None and t["steps"] and reference:
+            out["target_factor"] = round(t["target_s"] / t["steps"] / reference, 4)
+            out["achieved_factor"] = round(t["compute_s"] / t["steps"] / reference, 4)
+        return out
