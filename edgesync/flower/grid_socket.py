@@ -13,7 +13,7 @@ coordinator sends is pushed as Flower messages (`Grid.push_messages`), and repli
     CALIBRATE           query.calibrate               →  CALIBRATED
     TRAIN               train                         →  UPDATE
     EVALUATE            evaluate                      →  EVALUATED
-    END                 —  once the node's last reply is in: STATS, its running totals
+    END                 —  STATS at once: the node's running totals as of its last reply
     SHUTDOWN, ERROR     —  (logged)
 
 REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (budgets.py
@@ -21,8 +21,9 @@ is ESync without it). A Flower error reply (the ClientApp raised, the node went 
 ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket.
 
 A node is never sent a message while another is in flight to it: later ones wait here, per node, in
-order. So no two ClientApp processes of a node write its `context.state` at once, and END waits for
-the update in flight, as the ZeroMQ client finishes its instruction before it answers END.
+order, so no two ClientApp processes of a node write its `context.state` at once. END does not wait
+for an instruction in flight (a SuperNode cannot stop it and the run's last one would only delay
+the end): its update arrives later and is dropped, and its steps are not in that node's STATS.
 Links are not emulated over Flower (`set_link` does nothing): shape real links with `tc`.
 """
 from __future__ import annotations
@@ -61,7 +62,6 @@ class GridSocket:
         self.queued: dict[bytes, deque[Message]] = defaultdict(deque)
         self.ranks: dict[bytes, int] = {}
         self.stats: dict[bytes, dict[str, Any]] = {}
-        self.ending: set[bytes] = set()
         self.joining = True  # greet nodes as they connect, until the first SETUP
         self.greeted: set[int] = set()
         self._next_pull = self._next_node_poll = 0.0
@@ -75,9 +75,8 @@ class GridSocket:
         if kind == "WELCOME":
             self.ranks[peer] = int(message.meta["rank"])
             return 0
-        if kind == "END":
-            self.ending.add(peer)
-            self._stats_if_idle(peer)
+        if kind == "END":  # answered at once: an instruction in flight cannot be stopped, nor waited for
+            self.inbox.append((peer, Message("STATS", self.stats.pop(peer, {}))))
             return 0
         if kind in ("SHUTDOWN", "ERROR"):
             if kind == "ERROR":
@@ -88,8 +87,8 @@ class GridSocket:
             return 0
         if kind == "SETUP":
             self.joining = False
+            self.stats.pop(peer, None)
             message = Message(kind, {**message.meta, "rank": self.ranks.get(peer)}, message.tensors)
-        self.ending.discard(peer)
         if self._busy(peer):
             self.queued[peer].append(message)
             return 0
@@ -153,7 +152,6 @@ class GridSocket:
             self.inbox.append((peer, self._decode(peer, reply)))
             if self.queued[peer]:
                 self._push(peer, self.queued[peer].popleft())
-            self._stats_if_idle(peer)
 
     def _decode(self, peer: bytes, reply: FlowerMessage) -> Message | ProtocolError:
         if reply.has_error():
@@ -166,9 +164,3 @@ class GridSocket:
         if stats is not None and msg.type == "UPDATE":
             self.stats[peer] = stats
         return msg
-
-    def _stats_if_idle(self, peer: bytes) -> None:
-        """END is answered once nothing is in flight to the node: STATS from its last reply."""
-        if peer in self.ending and not self._busy(peer):
-            self.ending.discard(peer)
-            self.inbox.append((peer, Message("STATS", self.stats.pop(peer, {}))))

@@ -102,7 +102,7 @@ class FlowerNode:
                          totals={"steps": 0, "samples": 0, "compute_s": 0.0, "wait_s": 0.0, "overhead_s": 0.0,
                                  "target_s": 0.0, "aborted_steps": 0})
         self.order = None
-        self._session()  # builds the trainer: a missing dataset or a bad config fails now
+        self._session(throttled=False)  # builds the trainer: a missing dataset or a bad config fails now
         self._save_node()
         return Message("READY", {"label": request.meta["label"]}), None
 

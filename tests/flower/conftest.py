@@ -1,0 +1,49 @@
+"""Fixtures of the Flower runtime's tests: the ClientApp on in-process SuperNodes (fake_grid.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr", reason="the Flower runtime needs flwr (pip install -e '.[flower]')")
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # the app's modules: server/, clients/
+
+
+def small_scenario(**overrides) -> dict:
+    """Two nodes (x1, x2), a 1,000-sample slice of Fashion-MNIST, two rounds of FedAvg."""
+    data = {
+        "name": "flower-small",
+        "seed": 1,
+        "dataset": {"name": "fashion_mnist", "train_size": 1000},
+        "clients": ["x1", "x2"],
+        "algorithms": [{"name": "local_sgd", "label": "fedavg", "lr": 0.05, "local_steps": 4}],
+        "stop": {"time_budget_s": 60, "max_updates": 2, "target_acc": 0.3},
+        "eval": {"every_s": 1.0, "test_size": 200},
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture
+def client_app():
+    from clients.flower_client import app
+    return app
+
+
+@pytest.fixture
+def fake_grid(client_app):
+    from fake_grid import FakeGrid  # beside this file; imported after the flwr check
+    grids: list = []
+
+    def make(node_configs, run_config=None):
+        grid = FakeGrid(client_app, node_configs, run_config)
+        grids.append(grid)
+        return grid
+
+    yield make
+    for grid in grids:
+        grid.close()

@@ -1,0 +1,143 @@
+"""The Flower adapter in one process: records, the ClientApp on in-process SuperNodes, the coordinator on a Grid."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from edgesync.flower import records
+from edgesync.flower.coordinator import FlowerCoordinator
+from edgesync.metrics.recorder import RunRecorder, read_jsonl
+from edgesync.runtime.runs import finish_run
+from edgesync.scenario import scenario_from_dict
+from edgesync.transport.protocol import Message
+
+from conftest import small_scenario
+
+
+def test_records_round_trip_meta_tensors_and_stats():
+    meta = {"version": 3, "lr": 0.05, "label": "fedavg", "flag": True, "none": None, "nested": {"a": [1, 2]},
+            "mixed": [1, "x"], "nan": math.nan}
+    tensors = {"params": torch.arange(5, dtype=torch.float32), "indices": torch.tensor([4, 2], dtype=torch.int64)}
+    content = records.to_records(Message("TRAIN", meta, tensors), stats={"samples": 64, "label": "fedavg"})
+    msg, stats = records.from_records(content)
+    assert msg.type == "TRAIN"
+    assert {k: v for k, v in msg.meta.items() if k != "nan"} == {k: v for k, v in meta.items() if k != "nan"}
+    assert math.isnan(msg.meta["nan"])
+    assert content["meta"]["version"] == 3  # scalars are plain ConfigRecord entries
+    for name, t in tensors.items():
+        assert msg.tensors[name].dtype == t.dtype and torch.equal(msg.tensors[name], t)
+    assert stats == {"samples": 64, "label": "fedavg"}
+    assert content["metrics"]["num-examples"] == 64
+    assert records.payload_bytes(content) >= 5 * 4 + 2 * 8
+
+
+def test_records_refuse_a_foreign_message():
+    from flwr.app import ConfigRecord, RecordDict
+    from edgesync.transport.protocol import ProtocolError
+    with pytest.raises(ProtocolError):
+        records.from_records(RecordDict({"config": ConfigRecord({"lr": 0.1})}))
+
+
+def run_on(grid, scenario: dict, run_dir, **kwargs) -> dict:
+    sc = scenario_from_dict(scenario)
+    with RunRecorder(run_dir) as recorder:
+        recorder.write_scenario(sc.resolved())
+        coordinator = FlowerCoordinator(sc, recorder, grid, **kwargs)
+        coordinator.run()
+        coordinator.close()
+    return finish_run(run_dir, sc)
+
+
+def test_fedavg_two_rounds_on_in_process_nodes(fake_grid, tmp_path):
+    grid = fake_grid([{"partition-id": 1}, {"partition-id": 0}])
+    summary = run_on(grid, small_scenario(), tmp_path / "run", federated_eval=True)
+    metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    clients = read_jsonl(tmp_path / "run" / "clients.jsonl")
+    assert metrics[-1]["updates"] == 2 and summary["fedavg"]["updates"] == 2
+    assert [c["client"] for c in clients] == [0, 1]
+    for c in clients:
+        # two rounds of 4 local steps (the third, in flight at END, is not waited for)
+        assert c["steps"] in (8, 12) and c["samples"] == c["steps"] * 32
+        assert c["bytes_up"] > 2 * 4 * 184_586 and c["bytes_down"] > 2 * 4 * 184_586
+    slow = clients[1]
+    assert slow["profile"] == "x2" and slow["reference_step_s"] > 0 and slow["target_factor"] == 2.0
+    evals = read_jsonl(tmp_path / "run" / "flower_eval.jsonl")
+    assert sorted(e["client"] for e in evals) == [0, 1] and all(0 <= e["local_acc"] <= 1 for e in evals)
+    assert (tmp_path / "run" / "report.md").exists()
+
+
+def run_on_zeromq(scenario: dict, run_dir) -> None:
+    """The same scenario with the ZeroMQ coordinator and clients, in threads of this process."""
+    import threading
+
+    from edgesync.runtime.client import EdgeClient
+    from edgesync.runtime.coordinator import Coordinator
+    sc = scenario_from_dict(scenario)
+    with RunRecorder(run_dir) as recorder:
+        coordinator = Coordinator(sc, recorder, bind="tcp://127.0.0.1:*")
+        threads = [threading.Thread(target=EdgeClient(coordinator.address, rank=r).run, daemon=True)
+                   for r in range(len(sc.clients))]
+        for t in threads:
+            t.start()
+        coordinator.run()
+        coordinator.close()
+        for t in threads:
+            t.join(10)
+
+
+def test_fedavg_trains_the_same_model_as_the_zeromq_runtime(fake_grid, tmp_path):
+    """Same splits, seeds and mini-batches (the sampler goes on across messages): the same model."""
+    scenario = small_scenario(stop={"time_budget_s": 60, "max_updates": 3, "target_acc": 0.3})
+    run_on(fake_grid([{}, {}]), scenario, tmp_path / "flower")
+    run_on_zeromq(scenario, tmp_path / "zeromq")
+    flower, zeromq = (read_jsonl(tmp_path / d / "metrics.jsonl")[-1] for d in ("flower", "zeromq"))
+    assert flower["updates"] == zeromq["updates"] == 3
+    assert flower["test_loss"] == pytest.approx(zeromq["test_loss"], abs=1e-5)
+    assert flower["test_acc"] == zeromq["test_acc"]
+
+
+def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
+    scenario = small_scenario(clients=["x1", "x20"], algorithms=[{"name": "asgd", "lr": 0.05}],
+                              stop={"time_budget_s": 60, "max_updates": 10, "target_acc": 0.3})
+    run_on(fake_grid([{"partition-id": 0}, {"partition-id": 1}]), scenario, tmp_path / "run")
+    updates = read_jsonl(tmp_path / "run" / "updates.jsonl")
+    clients = read_jsonl(tmp_path / "run" / "clients.jsonl")
+    assert len(updates) == 10 and {"lag", "gap"} <= set(updates[0])
+    # asynchronous: the x1 node does not wait for the x20 one, so it computes more of the updates
+    fast, slow = (sum(u["client"] == c for u in updates) for c in (0, 1))
+    assert fast > slow >= 1
+    assert all(c["steps"] >= 1 for c in clients)
+
+
+@pytest.mark.parametrize("budget", ["steps", "time"])
+def test_esync_sends_each_node_a_budget_from_measured_capabilities(fake_grid, tmp_path, budget):
+    scenario = small_scenario(clients=["x1", "x10"], algorithms=[{"name": "esync", "lr": 0.05}],
+                              stop={"time_budget_s": 60, "max_updates": 4, "target_acc": 0.3})
+    run_on(fake_grid([{"partition-id": 0}, {"partition-id": 1}]), scenario, tmp_path / "run", esync_budget=budget)
+    rows = read_jsonl(tmp_path / "run" / "updates.jsonl")
+    first = [r for r in rows if r["round"] == 0]
+    assert [r["n_i"] for r in first] == [1, 1]  # capabilities unknown: one step each (RUN-BATCH-DATA-TEST)
+    last = {r["client"]: r for r in rows if r["round"] == 3}
+    assert last[1]["n_i"] == 1  # the x10 node is the slowest: one step
+    assert last[0]["n_i"] >= 2  # the x1 node fills the slow node's step with several of its own
+    key = "local_steps" if budget == "steps" else "time_budget_s"
+    assert key in last[0] and key in last[1]
+
+
+def _flower_algorithms() -> list[str]:
+    from edgesync import algorithms
+    return [s.name for s in algorithms.specs() if not s.client.uses_queries or s.name == "esync"]
+
+
+@pytest.mark.parametrize("name", _flower_algorithms())
+def test_every_algorithm_runs_over_flower(fake_grid, tmp_path, name):
+    """Smoke: each registered algorithm (ESync through its budgets) makes three updates over the Grid,
+    its client half's state carried in context.state between messages."""
+    scenario = small_scenario(algorithms=[{"name": name}], clients=["x1", "x1"],
+                              stop={"time_budget_s": 30, "max_updates": 3, "target_acc": 0.3},
+                              eval={"every_s": 5.0, "test_size": 100})
+    run_on(fake_grid([{}, {}]), scenario, tmp_path / "run")
+    final = read_jsonl(tmp_path / "run" / "metrics.jsonl")[-1]
+    assert final["algorithm"] == name and final["updates"] >= 3 and math.isfinite(final["test_loss"])
