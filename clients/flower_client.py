@@ -1,6 +1,6 @@
 """The Flower ClientApp each SuperNode runs: the trainer and client halves `edgesync client` runs.
 
-    flower-supernode --insecure --superlink SERVER:9091 --node-config 'partition-id=0 profile="x10"'
+    flower-supernode --insecure --superlink SERVER:8000 --node-config 'partition-id=0 profile="x10"'
 
 Named in pyproject.toml ([tool.flwr.app.components] clientapp). Every message is handled by
 `edgesync.flower.node.FlowerNode`, which keeps the client's state in `context.state` (a SuperNode

@@ -1,6 +1,6 @@
 """The legacy Flower ClientApp (a `NumPyClient`) for older Flower servers that drive clients with a strategy.
 
-    flower-supernode --insecure --superlink SERVER:9092 --node-config 'partition-id=0 num-partitions=2'
+    flower-supernode --insecure --superlink SERVER:8000 --node-config 'partition-id=0 num-partitions=2'
     # and in a pyproject.toml of your own: clientapp = "clients.numpy_client:app"
 
 Local SGD on this node's partition with EdgeSync's trainer; `edgesync.flower.numpy_client` lists the keys.

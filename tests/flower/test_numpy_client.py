@@ -32,7 +32,7 @@ def test_fedavg_rounds_through_flowers_client_wrapper_improve_the_model():
                    for i in range(len(weights))]
     last = clients[1].evaluate(EvaluateIns(ndarrays_to_parameters(weights), {}))
     assert last.num_examples == 10_000
-    assert last.metrics["accuracy"] > 0.6 > first.metrics["accuracy"]  # 120 steps of FedAvg vs θ₀ (chance)
+    assert first.metrics["accuracy"] < 0.25 and last.metrics["accuracy"] > 0.45  # 3 FedAvg rounds vs θ₀ (~chance)
     assert last.loss < first.loss
 
 
