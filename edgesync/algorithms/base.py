@@ -17,6 +17,8 @@ changed afterwards (update the global model out of place: `self.params = self.pa
 """
 from __future__ import annotations
 
+import copy
+
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -131,6 +133,22 @@ class ServerAlgorithm(ABC):
     def global_params(self) -> torch.Tensor:
         """The global model to evaluate. The runtime copies it before evaluating elsewhere."""
         return self.params
+
+    # Not state: the config is rebuilt from the scenario, the clock is the runtime's.
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"config", "now"})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to go on after a restart (runtime/checkpoint.py): a deep copy of this half's
+        attributes — global model, counters, per-client records, momentum, RNGs — but its config and
+        clock. Every server half is plain attributes of tensors, numbers and containers, so one
+        generic copy serves them all; a half that holds something else overrides this pair."""
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in self._NOT_STATE})
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        missing = set(vars(self)) - self._NOT_STATE - set(state)
+        if missing:
+            raise ValueError(f"{type(self).__name__} state lacks {sorted(missing)}: written by another version?")
+        vars(self).update(copy.deepcopy(state))
 
     def global_buffers(self) -> torch.Tensor:
         return self.buffers
