@@ -89,6 +89,14 @@ class AsyncServer(ServerAlgorithm):
         self.sent.pop(client, None)
         return []
 
+    def on_client_joined(self, client: int) -> list[Send]:
+        """Back in the pool: it gets the current model at once, as at the start (per-client state
+        dropped when it was lost starts afresh; DGS sends it the dense model)."""
+        if client not in self.clients:
+            self.clients.append(client)
+            self.clients.sort()
+        return [self.reply(client)]
+
     def reply(self, client: int) -> Send:
         theta = self.outgoing(client)
         self.sent[client] = theta

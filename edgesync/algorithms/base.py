@@ -109,6 +109,11 @@ class ServerAlgorithm(ABC):
         """`client` is gone. Returns what to send to the others; by default nothing changes."""
         return []
 
+    def on_client_joined(self, client: int) -> list[Send]:
+        """`client` is back (it was lost and reconnected, its client half starting afresh). Returns what
+        to send; the asynchronous and round-based halves take it back, this default ignores it."""
+        return []
+
     def on_query(self, client: int, meta: dict[str, Any]) -> dict[str, Any] | None:
         """A client asks something in the middle of an instruction (ESync's State Server).
 

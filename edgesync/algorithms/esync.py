@@ -115,8 +115,12 @@ class ESyncServer(DeltaServer):
         return sends
 
     def on_client_lost(self, client: int):
-        self.records.pop(client, None)
+        self.records.pop(client, None)  # the State Server no longer waits for it, slowest or not
         return super().on_client_lost(client)
+
+    def include(self, client: int) -> None:
+        self.records[client] = Record()
+        super().include(client)
 
 
 class ESyncClient(ClientAlgorithm):

@@ -30,6 +30,7 @@ class RoundServer(ServerAlgorithm):
         self._reset()
 
     def _reset(self) -> None:
+        self.returning: set[int] = getattr(self, "returning", set())  # back from being lost: next round
         self.reported: set[int] = set()
         self.weight_sum = 0.0
         self.update_sum: torch.Tensor | None = None
@@ -67,7 +68,23 @@ class RoundServer(ServerAlgorithm):
     def on_client_lost(self, client: int) -> list[Send]:
         if client in self.clients:
             self.clients.remove(client)
+        self.returning.discard(client)
         return self._close_round_if_complete()
+
+    def on_client_joined(self, client: int) -> list[Send]:
+        """A returning client joins at the next round (this one's mean is already under way); if
+        nobody is left to finish this round, it joins this one at once."""
+        if client in self.clients:
+            return []
+        if self.clients:
+            self.returning.add(client)
+            return []
+        self.include(client)
+        return [self._instruction(client)]
+
+    def include(self, client: int) -> None:
+        """Make `client` one of the round's clients (ESync adds its State Server record)."""
+        self.clients = sorted({*self.clients, client})
 
     def _close_round_if_complete(self) -> list[Send]:
         if not self.reported or not self.reported.issuperset(self.clients):
@@ -77,13 +94,18 @@ class RoundServer(ServerAlgorithm):
             self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
         self.updates += 1
         self.round += 1
+        for client in sorted(self.returning):
+            self.include(client)
+        self.returning = set()
         self._reset()
         return self.broadcast()
 
     def broadcast(self) -> list[Send]:
         self.round_lr = self.warmup.lr()
-        return [Send(c, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(c)))
-                for c in self.clients]
+        return [self._instruction(c) for c in self.clients]
+
+    def _instruction(self, client: int) -> Send:
+        return Send(client, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(client)))
 
 
 def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:

@@ -55,6 +55,11 @@ class SSPServer(AsyncServer):
         self.waiting.difference_update(ready)
         return [self.reply(c) for c in ready]
 
+    def on_client_joined(self, client: int) -> list[Send]:
+        if client not in self.clock:  # level with the slowest: neither held nor holding anyone back
+            self.clock[client] = min((self.clock[c] for c in self.clients), default=0)
+        return super().on_client_joined(client)
+
     def on_client_lost(self, client: int) -> list[Send]:
         self.clock.pop(client, None)
         self.waiting.discard(client)

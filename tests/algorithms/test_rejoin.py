@@ -1,0 +1,91 @@
+"""Clients lost and back: every server half drops a lost client and takes it back when it returns."""
+import torch
+
+from edgesync import algorithms
+
+
+def _server(name, model_state, clients=(0, 1, 2), **settings):
+    spec = algorithms.get(name)
+    return spec.server(spec.config(lr=0.1, **settings), model_state([1.0, 2.0]), list(clients))
+
+
+def test_asgd_ignores_a_lost_client_and_replies_to_it_at_once_when_it_returns(model_state, make_update):
+    server = _server("asgd", model_state)
+    server.start()
+    server.on_client_lost(1)
+    assert server.on_update(1, make_update([1.0, 1.0])) == [] and server.updates == 0
+    server.on_update(0, make_update([1.0, 0.0]))
+    sends = server.on_client_joined(1)
+    assert [s.client for s in sends] == [1] and server.clients == [0, 1, 2]
+    assert sends[0].instruction.meta["version"] == 1
+    assert torch.allclose(sends[0].instruction.tensors["params"], torch.tensor([0.9, 2.0]))
+    server.on_update(1, make_update([0.0, 1.0], version=1))
+    assert server.updates == 2 and torch.allclose(server.global_params(), torch.tensor([0.9, 1.9]))
+
+
+def test_dgs_sends_a_returning_client_the_dense_model(model_state):
+    server = _server("dgs", model_state, momentum=0.5, rate=0.5)
+    server.start()
+    server.on_client_lost(2)
+    assert 2 not in server.v
+    sends = server.on_client_joined(2)
+    assert "params" in sends[0].instruction.tensors and torch.equal(server.v[2], server.M)
+
+
+def test_a_round_closes_without_the_lost_client_and_takes_it_back_at_the_next(model_state, make_update):
+    server = _server("ssgd", model_state)
+    server.start()
+    server.on_update(0, make_update([1.0, 0.0], version=0))
+    assert server.on_client_lost(2) == []  # client 1 still owes this round
+    assert server.on_client_joined(2) == []  # back mid-round: it waits for the next one
+    sends = server.on_update(1, make_update([1.0, 0.0], version=0))
+    assert server.updates == 1 and [s.client for s in sends] == [0, 1, 2]
+    assert torch.allclose(server.global_params(), torch.tensor([0.9, 2.0]))  # the mean of the two who reported
+    for c in (0, 1):
+        server.on_update(c, make_update([0.0, 0.0], version=1))
+    assert server.updates == 1  # round 1 waits for the returned client 2 as well
+    server.on_update(2, make_update([0.0, 0.0], version=1))
+    assert server.updates == 2
+
+
+def test_the_last_lost_client_closes_the_round_and_a_return_to_an_empty_pool_starts_at_once(model_state, make_update):
+    server = _server("local_sgd", model_state, clients=(0, 1))
+    server.start()
+    server.on_update(0, _delta(make_update, [0.5, 0.5]))
+    sends = server.on_client_lost(1)  # the round had everyone else: it closes now
+    assert server.updates == 1 and [s.client for s in sends] == [0]
+    server.on_client_lost(0)
+    sends = server.on_client_joined(1)
+    assert [s.client for s in sends] == [1] and sends[0].instruction.meta["version"] == 1
+
+
+def _delta(make_update, values):
+    update = make_update([0.0, 0.0], version=0)
+    update.tensors = {"delta": torch.tensor(values)}
+    return update
+
+
+def test_esync_state_server_stops_waiting_for_a_lost_slowest_client_and_records_a_returning_one(model_state,
+                                                                                             make_update):
+    server = _server("esync", model_state, clients=(0, 1))
+    server.start()
+    server.now = lambda: 10.0
+    server.on_query(1, {"round": 0, "k": 0, "c": 5.0})  # client 1: slow (5 s a step)
+    reply = server.on_query(0, {"round": 0, "k": 3, "c": 0.1})
+    assert reply["ready"] is False  # it keeps client 0 busy while the slow one works
+    server.on_client_lost(1)
+    assert 1 not in server.records
+    assert server.on_query(0, {"round": 0, "k": 4, "c": 0.1})["ready"] is True  # nobody slower to wait for
+    server.on_client_joined(1)
+    server.on_update(0, _delta(make_update, [0.0, 0.0]))  # closes round 0, which client 1 then joins
+    assert 1 in server.records and server.clients == [0, 1]
+
+
+def test_ssp_levels_a_returning_clients_clock_with_the_slowest(model_state, make_update):
+    server = _server("ssp", model_state, staleness=1)
+    server.start()
+    for _ in range(3):
+        server.on_update(0, make_update([0.0, 0.0]))
+    server.on_update(1, make_update([0.0, 0.0]))
+    server.on_client_lost(2)
+    assert server.on_client_joined(2) and server.clock[2] == 1
