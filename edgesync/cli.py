@@ -1,9 +1,15 @@
 """The `edgesync` command.
 
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
+    edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
+    edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
     edgesync client --connect tcp://HOST:5555 --profile x10          # on each lab machine
+    edgesync keys keys/ --name coordinator --name client-0           # CURVE key pairs (docs/lab.md)
+    edgesync coordinator --scenario FILE --curve-secret keys/coordinator.key_secret --allow keys/allow
+    edgesync client --connect tcp://HOST:5555 --curve-secret keys/client-0.key_secret \
+                    --server-key keys/coordinator.key
     edgesync profiles                                 # the device profiles
     edgesync report runs/quickstart-…                 # re-render a run folder's report
     edgesync flower-up --nodes 2 --run scenarios/flower_fedavg.yaml   # the same on a local Flower SuperLink
@@ -35,6 +41,38 @@ def _load(path: Path, overrides: list[str]):
         raise typer.Exit(2) from None
 
 
+def _server_keys(curve_secret: Path | None, allow: Path | None):
+    """The coordinator's CURVE keys from its options, or None for plain TCP; exits 2 on a bad file."""
+    if curve_secret is None and allow is None:
+        return None
+    if curve_secret is None or allow is None:
+        err.print("[red]CURVE needs both --curve-secret (the coordinator's NAME.key_secret) and --allow "
+                  "(the folder of client public keys)[/red]", highlight=False)
+        raise typer.Exit(2)
+    from edgesync.transport.security import KeyFileError, ServerKeys
+    try:
+        return ServerKeys.from_files(curve_secret, allow)
+    except KeyFileError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _client_keys(curve_secret: Path | None, server_key: Path | None):
+    """A client's CURVE keys from its options, or None for plain TCP; exits 2 on a bad file."""
+    if curve_secret is None and server_key is None:
+        return None
+    if curve_secret is None or server_key is None:
+        err.print("[red]CURVE needs both --curve-secret (this client's NAME.key_secret) and --server-key "
+                  "(the coordinator's public NAME.key)[/red]", highlight=False)
+        raise typer.Exit(2)
+    from edgesync.transport.security import ClientKeys, KeyFileError
+    try:
+        return ClientKeys.from_files(curve_secret, server_key)
+    except KeyFileError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
 def _log_to(run_dir: Path | None, verbose: bool) -> None:
     handlers: list[logging.Handler] = []
     if run_dir is not None:
@@ -48,26 +86,41 @@ def _log_to(run_dir: Path | None, verbose: bool) -> None:
 
 
 @app.command()
-def run(scenario: Path = typer.Argument(..., help="scenario YAML file"),
+def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file (not with --resume)"),
+        resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
+                                              "checkpoint (a live run that was killed)"),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/NAME-TIME)"),
         set_: Optional[List[str]] = typer.Option(None, "--set", help="override a scenario value: KEY.PATH=VALUE"),
         runtime: str = typer.Option("", "--runtime", help="live or sim (default: the scenario's runtime)"),
+        curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
+                                                          "keys for the coordinator and its client processes"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
     overrides = list(set_ or [])
     if runtime:
         overrides.append(f"runtime={runtime}")
-    sc = _load(scenario, overrides)
+    if (scenario is None) == (resume is None):
+        err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
+        raise typer.Exit(2)
+    if resume is not None and (overrides or out_dir):
+        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set, --runtime or --out[/red]",
+                  highlight=False)
+        raise typer.Exit(2)
+    sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
+    from edgesync.runtime.checkpoint import CheckpointError
     from edgesync.runtime.coordinator import RunAborted
     from edgesync.runtime.runs import run_folder, run_scenario
-    run_dir = run_folder(sc, out_dir)
+    run_dir = resume or run_folder(sc, out_dir)
     _log_to(run_dir, verbose)
     err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
     try:
-        summary = run_scenario(sc, run_dir, progress=not quiet)
+        summary = run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None, curve=curve)
+    except CheckpointError as exc:
+        err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
     except RunAborted as exc:
         err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -116,9 +169,14 @@ def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario 
                 bind: str = typer.Option("tcp://0.0.0.0:5555", help="ZeroMQ endpoint to bind"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder"),
                 set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE"),
+                curve_secret: Optional[Path] = typer.Option(None, "--curve-secret",
+                                                            help="CURVE: this coordinator's NAME.key_secret"),
+                allow: Optional[Path] = typer.Option(None, "--allow", help="CURVE: folder of the public NAME.key "
+                                                                           "files of the clients to admit"),
                 quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
     sc = _load(scenario, list(set_ or []))
+    keys = _server_keys(curve_secret, allow)
     from edgesync.metrics.recorder import RunRecorder
     from edgesync.runtime.coordinator import Coordinator, RunAborted
     from edgesync.runtime.runs import finish_run, run_folder
@@ -128,9 +186,17 @@ def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario 
     display = Progress(enabled=not quiet)
     with RunRecorder(run_dir) as recorder:
         recorder.write_scenario(sc.resolved())
-        coord = Coordinator(sc, recorder, bind=bind, progress=display)
-        err.print(f"coordinator for {sc.name} on {coord.address}: start {len(sc.clients)} clients with "
-                  f"`edgesync client --connect tcp://THIS-HOST:{coord.address.rsplit(':', 1)[-1]}`", highlight=False)
+        coord = Coordinator(sc, recorder, bind=bind, progress=display, keys=keys)
+        port = coord.address.rsplit(':', 1)[-1]
+        if keys is None:
+            err.print(f"coordinator for {sc.name} on {coord.address} (plain TCP: anyone who reaches this port can "
+                      f"join; on a shared network use --curve-secret and --allow): start {len(sc.clients)} clients "
+                      f"with `edgesync client --connect tcp://THIS-HOST:{port}`", highlight=False)
+        else:
+            err.print(f"coordinator for {sc.name} on {coord.address} (CURVE, admitting the keys in {keys.allow_dir}): "
+                      f"start {len(sc.clients)} clients with `edgesync client --connect tcp://THIS-HOST:{port} "
+                      f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}`",
+                      highlight=False)
         try:
             coord.run()
         except RunAborted as exc:
@@ -151,18 +217,51 @@ def client(connect: str = typer.Option(..., "--connect", help="coordinator endpo
            rank: Optional[int] = typer.Option(None, help="ask for this rank (default: the next free one)"),
            profile: Optional[str] = typer.Option(None, help="device profile, overriding the scenario's (e.g. x10)"),
            device: Optional[str] = typer.Option(None, help="torch device: cpu, cuda:N or auto"),
-           data_root: Optional[str] = typer.Option(None, "--data-root", help="dataset folder on this machine")):
+           data_root: Optional[str] = typer.Option(None, "--data-root", help="dataset folder on this machine"),
+           curve_secret: Optional[Path] = typer.Option(None, "--curve-secret",
+                                                       help="CURVE: this client's NAME.key_secret"),
+           server_key: Optional[Path] = typer.Option(None, "--server-key",
+                                                     help="CURVE: the coordinator's public NAME.key")):
     """Join a coordinator and train until it says the run is over."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    keys = _client_keys(curve_secret, server_key)
     from edgesync.runtime.client import ClientFailed, EdgeClient
     try:
-        EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root).run()
+        EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root, keys=keys).run()
     except ValueError as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
     except ClientFailed as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(1) from None
+
+
+@app.command("keys")
+def keys_command(directory: Path = typer.Argument(..., help="folder to write the key files into"),
+         names: Optional[List[str]] = typer.Option(None, "--name", help="one key pair per --name "
+                                                   "(default: coordinator), e.g. --name coordinator --name client-0")):
+    """Create CURVE key pairs (NAME.key public, NAME.key_secret secret) and say which file goes where."""
+    from edgesync.transport.security import KeyFileError, create_keys
+    names = list(names or ["coordinator"])
+    if len(set(names)) != len(names):
+        err.print(f"[red]--name given twice: {', '.join(names)}[/red]", highlight=False)
+        raise typer.Exit(2)
+    made = []
+    try:
+        for name in names:
+            made.append((name, *create_keys(directory, name)))
+    except KeyFileError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    out.print(f"wrote into {directory}:", highlight=False)
+    for name, public, secret in made:
+        where = ("copy it to every client machine (--server-key)" if name == "coordinator"
+                 else "copy it into the coordinator's allow-list folder (--allow DIR)")
+        out.print(f"  {secret.name:<28} secret: keep it on {name}'s machine only (--curve-secret)", highlight=False)
+        out.print(f"  {public.name:<28} public: {where}", highlight=False)
+    out.print("The coordinator runs with --curve-secret coordinator.key_secret --allow DIR (DIR holds the public "
+              ".key of every client it admits); each client with --curve-secret NAME.key_secret --server-key "
+              "coordinator.key. A .key_secret never leaves its machine (docs/lab.md).", highlight=False)
 
 
 @app.command()

@@ -35,3 +35,6 @@ FLOWER_PULL_INTERVAL_S = 0.05
 FLOWER_NODE_POLL_INTERVAL_S = 1.0
 FLOWER_START_TIMEOUT_S = 60.0
 FLOWER_STOP_TIMEOUT_S = 10.0
+
+# Updates with NaN/Inf are refused; this many per client mean the algorithm's training diverged.
+NONFINITE_UPDATES_DIVERGED = 3

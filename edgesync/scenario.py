@@ -114,6 +114,11 @@ class EvalSpec(Strict):
     batch_size: int = Field(1000, ge=1)
 
 
+class CheckpointSpec(Strict):
+    every_updates: int = Field(200, ge=0, description="live runs: write RUN_DIR/checkpoint.pt every this many "
+                               "global updates and at each algorithm's end; 0 = never (no --resume)")
+
+
 class SimSpec(Strict):
     """Settings of the virtual-clock simulator (`runtime: sim`)."""
 
@@ -143,6 +148,7 @@ class Scenario(Strict):
     stop: StopSpec = StopSpec()
     eval: EvalSpec = EvalSpec()
     links: LinksSpec = LinksSpec()
+    checkpoint: CheckpointSpec = CheckpointSpec()
     sim: SimSpec = SimSpec()
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "

@@ -3,6 +3,9 @@
 Passive by design (server-driven): SETUP builds the trainer and the algorithm's client half for one
 algorithm, CALIBRATE measures the undisturbed step time, TRAIN runs the client half and sends its
 update, END reports this client's totals. The device profile's throttle wraps the trainer's steps.
+
+With CURVE keys (transport/security.py) the link is encrypted and the coordinator checks this
+client's key; a refusal ends the client with a ClientFailed that says what to fix.
 """
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.step_time import measure_step_s
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook, Trainer
+from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport.protocol import Message, ProtocolError, host_info
+from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket
 
 log = logging.getLogger("edgesync.client")
@@ -124,7 +129,7 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
 
 class EdgeClient:
     def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
-                 device: str | None = None, data_root: str | None = None):
+                 device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None):
         if profile is not None:
             parse_profile(profile)  # fail here, before connecting, on a typo
         self.connect = connect
@@ -132,13 +137,20 @@ class EdgeClient:
         self.wish_profile = profile
         self.device_override = device
         self.data_root = data_root
+        self.keys = keys
         self.rank: int | None = None
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
 
     def run(self) -> None:
         torch.set_num_threads(1)
-        sock = ClientSocket(self.connect)
+        try:
+            self._serve()
+        except HandshakeFailed as exc:
+            raise ClientFailed(str(exc)) from None
+
+    def _serve(self) -> None:
+        sock = ClientSocket(self.connect, keys=self.keys)
         try:
             device = self.device_override or "cpu"
             sock.send(Message("HELLO", {"rank": self.wish_rank, "profile": self.wish_profile,

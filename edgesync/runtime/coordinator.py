@@ -5,6 +5,11 @@ clients one at a time (their undisturbed step time, measured with nobody else co
 hand every arriving UPDATE to the algorithm's server half and send what it returns. The loop
 never blocks longer than `POLL_INTERVAL_S`; evaluation runs on a worker thread. Bad messages get
 an ERROR reply and are logged; the loop goes on serving the others.
+
+Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the
+coordinator reads (fields.py), and each UPDATE's tensors against the model and the algorithm,
+finite included (update_check.py). A refused update never reaches the server half; it is counted
+in the client's `refused` (clients.jsonl).
 """
 from __future__ import annotations
 
@@ -19,16 +24,21 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, Send, ServerAlgorithm, Update
-from edgesync.constants import JOIN_TIMEOUT_S, POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
+from edgesync.constants import (JOIN_TIMEOUT_S, NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S, READY_TIMEOUT_S,
+                                STATS_TIMEOUT_S)
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import Profile, parse_profile
 from edgesync.metrics.recorder import RunRecorder
+from edgesync.runtime.checkpoint import Checkpointer, last_logged_s
 from edgesync.runtime.evaluator import Evaluator, Snapshot
 from edgesync.runtime.progress import Progress
+from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
 from edgesync.scenario import Scenario
+from edgesync.transport.fields import check_client_fields
 from edgesync.transport.protocol import Message, ProtocolError
+from edgesync.transport.security import ServerKeys
 from edgesync.transport.sockets import CoordinatorSocket
 
 log = logging.getLogger("edgesync.coordinator")
@@ -58,6 +68,9 @@ class AlgorithmRun:
     reached_target: bool = False
     diverged: bool = False
     best_acc: float = 0.0
+    traffic0: tuple[int, int] = (0, 0)  # bytes up/down before a resume
+    nonfinite: int = 0  # updates refused for NaN/Inf values
+    refused: dict[int, int] = field(default_factory=dict)  # per client: messages refused while training
 
 
 def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
@@ -71,19 +84,23 @@ def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
 class Coordinator:
     def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
                  progress: Progress | None = None, health_check: Callable[[], None] | None = None,
-                 sock: CoordinatorSocket | None = None):
+                 sock: CoordinatorSocket | None = None, keys: ServerKeys | None = None):
         """`sock` replaces the ZeroMQ socket bound at `bind` with another transport of the same API
-        (the Flower runtime's `edgesync.flower.grid_socket.GridSocket`)."""
+        (the Flower runtime's `edgesync.flower.grid_socket.GridSocket`); `keys` make the socket a
+        CURVE server admitting only the allow-list's clients (transport/security.py)."""
         self.scenario = scenario
         self.recorder = recorder
-        self.sock = sock if sock is not None else CoordinatorSocket(bind)
+        self.sock = sock if sock is not None else CoordinatorSocket(bind, keys=keys)
         self.address = self.sock.address
         self.progress = progress or Progress(enabled=False)
         self.health_check = health_check or (lambda: None)
         self.peers: dict[int, Peer] = {}
         self.ranks: dict[bytes, int] = {}
         self.current: AlgorithmRun | None = None
+        self.server: ServerAlgorithm | None = None  # the running algorithm's server half
+        self.update_check: UpdateCheck | None = None
         self.kernel_shapes: frozenset[str] = frozenset()  # link properties tc applies (netns backend)
+        self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
 
     # -- the whole run ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -103,8 +120,13 @@ class Coordinator:
     def run(self) -> None:
         self.prepare()
         try:
-            self._join()
+            todo = [a for a in self.scenario.algorithms if not (self.checkpoints and self.checkpoints.is_done(a.key))]
             for entry in self.scenario.algorithms:
+                if entry not in todo:
+                    log.info("%s finished before the resume: skipped", entry.key)
+            if todo:
+                self._join()
+            for entry in todo:
                 self._run_algorithm(entry)
         finally:
             self._shutdown()
@@ -122,7 +144,7 @@ class Coordinator:
             if time.monotonic() > deadline:
                 raise RunAborted(f"only {len(self.peers)} of {want} clients joined within {JOIN_TIMEOUT_S:.0f} s")
             self.health_check()
-            item = self.sock.recv(POLL_INTERVAL_S * 5)
+            item = self._recv(POLL_INTERVAL_S * 5)
             if item is None:
                 continue
             identity, msg = item
@@ -133,6 +155,17 @@ class Coordinator:
             else:
                 self._reject(identity, f"{msg.type} before HELLO")
         self.progress.status(f"{want} clients joined")
+
+    def _recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
+        """The socket's next message, its metadata fields checked: a bad one comes as a ProtocolError."""
+        item = self.sock.recv(timeout_s)
+        if item is None or isinstance(item[1], ProtocolError):
+            return item
+        try:
+            check_client_fields(item[1])
+        except ProtocolError as exc:
+            return item[0], exc
+        return item
 
     def _admit(self, identity: bytes, msg: Message) -> None:
         want = len(self.scenario.clients)
@@ -169,16 +202,19 @@ class Coordinator:
         sc = self.scenario
         self._setup_clients(config)
         self._calibrate_clients()
-        server = self.server_half(config, sorted(self.peers))
+        server = self.server = self.server_half(config, sorted(self.peers))
+        self.update_check = UpdateCheck.for_server(server, self.initial)
         run = self.current = AlgorithmRun(config)
         server.now = lambda: time.perf_counter() - run.started
         run.bytes_in0 = dict(self.sock.bytes_in)
         run.bytes_out0 = dict(self.sock.bytes_out)
         budget = sc.stop.time_budget_s
         self.progress.start_algorithm(config.key, budget)
-        self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
-        next_eval = sc.eval.every_s
-        run.started = time.perf_counter()
+        elapsed = self._resume(config, server, run)
+        if elapsed == 0.0:
+            self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
+        next_eval = (math.floor(elapsed / sc.eval.every_s) + 1) * sc.eval.every_s
+        run.started = time.perf_counter() - elapsed
         self._dispatch(server.start())
         while True:
             now = time.perf_counter() - run.started
@@ -189,17 +225,45 @@ class Coordinator:
             if self._should_stop(server, now):
                 break
             self.health_check()
-            item = self.sock.recv(min(POLL_INTERVAL_S, max(0.0, next_eval - now), max(0.0, budget - now)))
+            item = self._recv(min(POLL_INTERVAL_S, max(0.0, next_eval - now), max(0.0, budget - now)))
             if item is None:
                 continue
             identity, msg = item
             self._dispatch(self._handle(server, identity, msg))
+            if self.checkpoints and self.checkpoints.due(server.updates):
+                self._save_checkpoint(server, time.perf_counter() - run.started)
         end = time.perf_counter() - run.started
         final = self.evaluator.evaluate_now(self._snapshot(server, end))
+        if run.diverged:
+            final["diverged"] = True  # also when only the updates were non-finite (refused, model kept)
         self._record_evals()
         self._log_eval(final)
         self._finish_clients(config, end)
+        if self.checkpoints:
+            self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, final)
+
+    def _resume(self, config: AlgorithmConfig, server: ServerAlgorithm, run: AlgorithmRun) -> float:
+        """Restore `config`'s server half and counters from the checkpoint if it was in progress there;
+        returns the clock to go on from (0.0 for a fresh start)."""
+        saved = self.checkpoints.resume_point(config.key) if self.checkpoints else None
+        if saved is None:
+            return 0.0
+        server.load_state_dict(saved["server"])
+        run.samples, run.best_acc = saved["samples"], saved["best_acc"]
+        run.reached_target = saved["reached_target"]
+        run.traffic0 = (saved["bytes_up"], saved["bytes_down"])
+        elapsed = max(saved["elapsed_s"], last_logged_s(self.recorder.run_dir, config.key))
+        log.info("%s resumed from its checkpoint at %d updates (%.1f s); the clock goes on at %.1f s",
+                 config.key, server.updates, saved["elapsed_s"], elapsed)
+        return elapsed
+
+    def _save_checkpoint(self, server: ServerAlgorithm, now: float) -> None:
+        run = self.current
+        up, down = self._traffic()
+        self.checkpoints.save_progress(run.config.key, server.state_dict(), round(now, 4), server.updates,
+                                       samples=run.samples, bytes_up=up, bytes_down=down, best_acc=run.best_acc,
+                                       reached_target=run.reached_target)
 
     def server_half(self, config: AlgorithmConfig, clients: list[int]) -> ServerAlgorithm:
         """The algorithm's server half for these clients (the Flower runtime swaps ESync's)."""
@@ -216,13 +280,21 @@ class Coordinator:
     def _handle(self, server, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
         rank = self.ranks.get(identity)
         if isinstance(msg, ProtocolError):
-            self._reject(identity, str(msg))
+            if rank is not None:
+                self._refuse(rank, "message", str(msg))
+            else:
+                self._reject(identity, str(msg))
             return []
         if rank is None:
             self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
             return []
         try:
             if msg.type == "UPDATE":
+                try:
+                    self.update_check.check(msg.tensors)
+                except UpdateRefused as exc:  # before the server half: the global model is untouched
+                    self._refuse(rank, "UPDATE", str(exc))
+                    return self._fresh_start(server, rank, exc.nonfinite)
                 sends = server.on_update(rank, Update(tensors=msg.tensors, meta=msg.meta))
                 self.current.samples += int(msg.meta.get("samples", 0))
                 self._log_updates(server)
@@ -234,13 +306,36 @@ class Coordinator:
                 return []
         except Exception as exc:  # a message the algorithm cannot use: refused, the run goes on
             log.exception("client %d: %s refused by %s", rank, msg.type, self.current.config.key)
-            self._reject(identity, f"{msg.type} refused: {type(exc).__name__}: {exc}")
+            self._refuse(rank, msg.type, f"{type(exc).__name__}: {exc}", logged=True)
             return []
         if msg.type == "ERROR":
             log.error("client %d reports: %s", rank, msg.meta.get("reason"))
             return []
         self._reject(identity, f"{msg.type} is not expected while training")
         return []
+
+    def _fresh_start(self, server: ServerAlgorithm, rank: int, nonfinite: bool) -> list[Send]:
+        """After a refused update the client would wait forever for an answer: it starts afresh from
+        the current model (lost and back: a barrier closes without it, its per-client state is reset).
+        Non-finite updates mean the training diverged: past a few per client the algorithm stops."""
+        run = self.current
+        if nonfinite:
+            run.nonfinite += 1
+            if run.nonfinite >= NONFINITE_UPDATES_DIVERGED * max(1, len(self.peers)):
+                log.error("%s diverged: %d updates with NaN or Inf refused", run.config.key, run.nonfinite)
+                run.diverged = True
+                return []
+        return server.on_client_lost(rank) + server.on_client_joined(rank)
+
+    def _refuse(self, rank: int, what: str, reason: str, logged: bool = False) -> None:
+        """A training client's message is not used: counted, logged, answered with ERROR (not fatal)."""
+        refused = self.current.refused
+        refused[rank] = refused.get(rank, 0) + 1
+        if not logged:
+            log.warning("client %d: %s refused during %s (%d so far): %s", rank, what, self.current.config.key,
+                        refused[rank], reason)
+        self.sock.send(self.peers[rank].identity,
+                       Message("ERROR", {"reason": f"{what} refused: {reason}", "fatal": False}))
 
     def _dispatch(self, sends: list[Send]) -> None:
         for send in sends:
@@ -254,7 +349,7 @@ class Coordinator:
         run = self.current
         up = sum(v - run.bytes_in0.get(k, 0) for k, v in self.sock.bytes_in.items())
         down = sum(v - run.bytes_out0.get(k, 0) for k, v in self.sock.bytes_out.items())
-        return up, down
+        return up + run.traffic0[0], down + run.traffic0[1]
 
     def _snapshot(self, server, now: float) -> Snapshot:
         up, down = self._traffic()
@@ -323,7 +418,7 @@ class Coordinator:
                 "bytes_up": self.sock.bytes_in.get(peer.identity, 0) - run.bytes_in0.get(peer.identity, 0),
                 "bytes_down": self.sock.bytes_out.get(peer.identity, 0) - run.bytes_out0.get(peer.identity, 0),
                 "reference_step_s": s.get("reference_s"), "target_factor": s.get("target_factor"),
-                "achieved_factor": s.get("achieved_factor"),
+                "achieved_factor": s.get("achieved_factor"), "refused": run.refused.get(rank, 0),
             }
             if rank not in stats:
                 row["error"] = "no statistics: the client did not answer END"
@@ -342,7 +437,7 @@ class Coordinator:
                 log.warning("clients %s sent no %s within %.0f s", sorted(waiting), kind, timeout_s)
                 break
             self.health_check()
-            item = self.sock.recv(POLL_INTERVAL_S * 5)
+            item = self._recv(POLL_INTERVAL_S * 5)
             if item is None:
                 continue
             identity, msg = item

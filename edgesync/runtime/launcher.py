@@ -7,6 +7,9 @@ folder's `logs/`. If a client process dies, the run stops with the end of its lo
 With `links.backend: netns` each client runs in its own network namespace behind a veth pair that
 `tc` shapes (emulation/netns.py), connecting to the coordinator over that pair's address — the
 commands a lab runs on separate machines; the namespaces are removed on every way out.
+
+With `curve=True` the links are CURVE-encrypted as on a shared network (docs/lab.md), with
+throw-away keys in a private temporary folder that is removed after the run.
 """
 from __future__ import annotations
 
@@ -14,16 +17,20 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
 from edgesync.emulation.links import PACKET_BYTES, Link
 from edgesync.emulation.netns import FRAME_BYTES, DirectionShape, NetnsLab
 from edgesync.metrics.recorder import RunRecorder
+from edgesync.runtime.checkpoint import Checkpointer
 from edgesync.runtime.coordinator import Coordinator, RunAborted
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario
+from edgesync.transport.security import ServerKeys, local_keys
 
 log = logging.getLogger("edgesync.launcher")
 
@@ -40,8 +47,9 @@ class LocalClients:
     """The client processes of a local run; always stopped on the way out."""
 
     def __init__(self, address: str | list[str], count: int, log_dir: Path, data_root: str | None = None,
-                 prefixes: list[list[str]] | None = None):
-        """`address` for every client, or one per client; `prefixes` run client i under e.g. `ip netns exec`."""
+                 prefixes: list[list[str]] | None = None, options: list[list[str]] | None = None):
+        """`address` for every client, or one per client; `prefixes` run client i under e.g. `ip netns exec`;
+        `options` are more `edgesync client` options for client i (its CURVE keys)."""
         log_dir.mkdir(parents=True, exist_ok=True)
         self.logs = [log_dir / f"client-{rank}.log" for rank in range(count)]
         self.procs: list[subprocess.Popen] = []
@@ -51,7 +59,9 @@ class LocalClients:
                    "--connect", addresses[rank], "--rank", str(rank)]
             if data_root:
                 cmd += ["--data-root", data_root]
-            with open(path, "w") as out:
+            if options:
+                cmd += options[rank]
+            with open(path, "a") as out:  # a resumed run's clients go on in the same log
                 self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(),
                                                    stdin=subprocess.DEVNULL))
 
@@ -82,18 +92,32 @@ class LocalClients:
                 p.wait()
 
 
-def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str = "logs") -> None:
-    """Run every algorithm of `scenario` with local client processes, recording into `recorder`."""
-    if scenario.links.backend == "netns":
-        return _run_in_namespaces(scenario, recorder, progress, logs)
-    coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress)
-    try:
-        coordinator.prepare()  # a missing dataset fails here, before any client process starts
-    except BaseException:
-        coordinator.close()
-        raise
-    clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs)
-    _serve(coordinator, clients)
+def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str = "logs",
+             checkpoints: Checkpointer | None = None, curve: bool = False) -> None:
+    """Run every algorithm of `scenario` with local client processes, recording into `recorder`;
+    `curve` encrypts and authenticates the links with throw-away keys."""
+    with _throwaway_keys(len(scenario.clients) if curve else 0) as (keys, options):
+        if scenario.links.backend == "netns":
+            return _run_in_namespaces(scenario, recorder, progress, logs, checkpoints, keys, options)
+        coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress, keys=keys)
+        coordinator.checkpoints = checkpoints
+        try:
+            coordinator.prepare()  # a missing dataset fails here, before any client process starts
+        except BaseException:
+            coordinator.close()
+            raise
+        clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs, options=options)
+        _serve(coordinator, clients)
+
+
+@contextmanager
+def _throwaway_keys(clients: int):
+    """(ServerKeys, each client's options) for `clients` > 0, else (None, None); removed on the way out."""
+    if not clients:
+        yield None, None
+        return
+    with tempfile.TemporaryDirectory(prefix="edgesync-curve-") as folder:  # mode 700: the secrets stay private
+        yield local_keys(Path(folder), clients)
 
 
 def _serve(coordinator: Coordinator, clients: LocalClients) -> None:
@@ -112,13 +136,17 @@ def kernel_shape(link: Link) -> DirectionShape:
     return DirectionShape(rate, link.latency_s * 1e3, link.jitter_s * 1e3, link.loss)
 
 
-def _run_in_namespaces(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str) -> None:
+def _run_in_namespaces(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str,
+                       checkpoints: Checkpointer | None = None, keys: ServerKeys | None = None,
+                       options: list[list[str]] | None = None) -> None:
     links = [scenario.client_links(rank) for rank in range(len(scenario.clients))]
     with NetnsLab(len(links), up=[kernel_shape(u) for u, _ in links], down=[kernel_shape(d) for _, d in links]) as lab:
         log.info("%s", lab.describe())
         progress.status(lab.describe())
-        coordinator = Coordinator(scenario, recorder, bind=f"tcp://{lab.coordinator_address(0)}:*", progress=progress)
+        coordinator = Coordinator(scenario, recorder, bind=f"tcp://{lab.coordinator_address(0)}:*", progress=progress,
+                                  keys=keys)
         coordinator.kernel_shapes = frozenset(k for k, on in lab.kernel_emulates.items() if on)
+        coordinator.checkpoints = checkpoints
         try:
             port = coordinator.address.rsplit(":", 1)[1]
             for i in range(1, len(links)):  # one ROUTER, reachable from every namespace on its own pair
@@ -129,5 +157,5 @@ def _run_in_namespaces(scenario: Scenario, recorder: RunRecorder, progress: Prog
             raise
         addresses = [f"tcp://{lab.coordinator_address(i)}:{port}" for i in range(len(links))]
         clients = LocalClients(addresses, len(links), recorder.run_dir / logs,
-                               prefixes=[lab.exec_prefix(i) for i in range(len(links))])
+                               prefixes=[lab.exec_prefix(i) for i in range(len(links))], options=options)
         _serve(coordinator, clients)

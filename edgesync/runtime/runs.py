@@ -11,6 +11,7 @@ from pathlib import Path
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.metrics.summary import summarize
+from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario
 from edgesync.sweep import variants
@@ -23,15 +24,29 @@ def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
     return Path(scenario.output.dir) / name
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True) -> dict:
-    """Run every variant and algorithm of `scenario` in its runtime; returns the summary."""
+def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
+                 curve: bool = False) -> dict:
+    """Run every variant and algorithm of `scenario` in its runtime; returns the summary.
+
+    `resume=True` goes on from the run folder's checkpoint (live runs): finished algorithms are
+    skipped and the one in progress restarts from its last checkpoint (runtime/checkpoint.py).
+    `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links)."""
     display = Progress(enabled=progress)
     runs = variants(scenario)
     resolved = scenario.resolved()
+    if resume and scenario.runtime != "live":
+        raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     with RunRecorder(run_dir) as recorder:
+        checkpoints = (Checkpointer(run_dir, resolved, scenario.checkpoint.every_updates, fresh=not resume)
+                       if scenario.runtime == "live" else None)
+        if resume and checkpoints.state.current is None and not checkpoints.state.done:
+            raise CheckpointError(f"{run_dir}: no checkpoint to resume from (checkpoint.pt is missing)")
         recorder.write_scenario(resolved)
         try:
             for variant in runs:
+                if checkpoints is not None and all(checkpoints.is_done(a.key) for a in variant.scenario.algorithms):
+                    display.status(f"{variant.tag or scenario.name}: finished before the resume, skipped")
+                    continue
                 if variant.tag:
                     display.status(f"sweep: {variant.tag}")
                 if scenario.runtime == "sim":
@@ -41,7 +56,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True) -> di
                 else:
                     from edgesync.runtime.launcher import run_live
                     run_live(variant.scenario, recorder, display,
-                             logs=f"logs/{variant.tag}" if variant.tag else "logs")
+                             logs=f"logs/{variant.tag}" if variant.tag else "logs", checkpoints=checkpoints,
+                             curve=curve)
         finally:
             display.close()
         recorder.write_scenario(resolved)  # now with what the run measured, for an exact replay

@@ -94,14 +94,17 @@ class Message:
         if len(raw) > MAX_HEADER_BYTES:
             raise ProtocolError(f"header of {len(raw)} bytes exceeds {MAX_HEADER_BYTES}")
         try:
-            header = json.loads(bytes(raw))
+            header = json.loads(bytes(raw), parse_constant=_no_constant)
+        except ProtocolError:
+            raise
         except (ValueError, RecursionError) as exc:  # incl. too-deep nesting and over-long integers
             raise ProtocolError(f"header is not UTF-8 JSON ({exc.__class__.__name__})") from None
         if not isinstance(header, dict):
             raise ProtocolError("header is not a JSON object")
         if header.get("proto") != PROTOCOL_NAME:
             raise ProtocolError(f"not an {PROTOCOL_NAME} message (proto={header.get('proto')!r})")
-        if header.get("v") != PROTOCOL_VERSION:
+        version = header.get("v")
+        if type(version) is not int or version != PROTOCOL_VERSION:  # not 1.0 or true, which equal 1 in Python
             raise ProtocolError(f"protocol version {header.get('v')!r} is not supported; "
                                 f"this side speaks version {PROTOCOL_VERSION}")
         kind = header.get("type")
@@ -116,8 +119,15 @@ class Message:
         tensors = {}
         for spec, frame in zip(specs, frames[1:]):
             name, t = _tensor(spec, _buffer(frame))
+            if name in tensors:  # a second one would silently replace the first
+                raise ProtocolError(f"tensor {name!r} is listed twice")
             tensors[name] = t
         return cls(kind, meta, tensors)
+
+
+def _no_constant(name: str):
+    """Python's json reads NaN and ±Infinity, which JSON has not: this side never sends them (finite_json)."""
+    raise ProtocolError(f"header holds {name}, which is not JSON (non-finite numbers travel as null)")
 
 
 def _buffer(frame) -> memoryview:

@@ -6,6 +6,11 @@ TCP/IP headers are not included.
 
 With a link set (`set_link`), messages to that peer are held by a `Pacer` and released at their
 emulated arrival time while `recv` waits (pacing.py).
+
+With keys (security.py) both sockets speak CURVE: encrypted, and the coordinator admits only the
+client keys of its allow-list. The coordinator then has its own zmq.Context, which carries the ZAP
+handler. A client watches its handshake until the first one succeeds (handshake.py), so a refused
+key or mismatched security is an error rather than silence.
 """
 from __future__ import annotations
 
@@ -17,13 +22,19 @@ import zmq
 
 from edgesync.constants import MAX_MESSAGE_BYTES
 from edgesync.emulation.links import Link
+from edgesync.transport.handshake import HandshakeWatch
 from edgesync.transport.pacing import Pacer
 from edgesync.transport.protocol import CLIENT_TYPES, COORDINATOR_TYPES, Message, ProtocolError
+from edgesync.transport.security import (
+    ClientKeys, ServerKeys, make_curve_client, make_curve_server, start_authenticator,
+)
 
 log = logging.getLogger(__name__)
 
 # Below this, pyzmq copies faster than it can track a zero-copy buffer.
 _ZERO_COPY_MIN_BYTES = 64 * 1024
+# While a client waits for its first handshake, how often it looks at the handshake's events.
+_HANDSHAKE_CHECK_S = 0.05
 
 
 def _frames_size(frames) -> int:
@@ -51,15 +62,28 @@ def _poll_paced(poller: zmq.Poller, pacer: Pacer, release, timeout_s: float) -> 
 
 
 class CoordinatorSocket:
-    """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes)."""
+    """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes).
 
-    def __init__(self, address: str, context: zmq.Context | None = None):
-        self.context = context or zmq.Context.instance()
+    With `keys`, a CURVE server whose ZAP handler admits the allow-list's keys (on a context of its own).
+    """
+
+    def __init__(self, address: str, context: zmq.Context | None = None, keys: ServerKeys | None = None):
+        self.auth = None
+        self._own_context = keys is not None and context is None
+        self.context = zmq.Context() if self._own_context else (context or zmq.Context.instance())
         self.sock = self.context.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 1000)
+        # ZeroMQ drops (and disconnects) a peer whose message is larger: it is never received whole.
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished peer raises, not drops
-        self.sock.bind(address)
+        try:
+            if keys is not None:
+                self.auth = start_authenticator(self.context, keys.allow_dir)
+                make_curve_server(self.sock, keys)
+            self.sock.bind(address)
+        except BaseException:
+            self._close_context()
+            raise
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.bytes_in: dict[bytes, int] = defaultdict(int)
         self.bytes_out: dict[bytes, int] = defaultdict(int)
@@ -111,17 +135,33 @@ class CoordinatorSocket:
 
     def close(self) -> None:
         self._release(self.pacer.drain())
+        self._close_context()
+
+    def _close_context(self) -> None:
         self.sock.close(linger=200)
+        if self.auth is not None:
+            self.auth.stop()
+            self.auth = None
+        if self._own_context:
+            self._own_context = False  # close() may come twice
+            self.context.term()
 
 
 class ClientSocket:
-    """DEALER connected to the coordinator. ZeroMQ reconnects by itself if the link drops."""
+    """DEALER connected to the coordinator. ZeroMQ reconnects by itself if the link drops.
 
-    def __init__(self, address: str, context: zmq.Context | None = None):
+    With `keys`, a CURVE client. `recv` raises `HandshakeFailed` if the coordinator refuses it.
+    """
+
+    def __init__(self, address: str, context: zmq.Context | None = None, keys: ClientKeys | None = None):
         self.context = context or zmq.Context.instance()
         self.sock = self.context.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        if keys is not None:
+            make_curve_client(self.sock, keys)
+        self._handshake: HandshakeWatch | None = HandshakeWatch(
+            self.sock, address, curve=keys is not None, public_key=keys.public if keys else None)
         self.sock.connect(address)
         self.bytes_in = 0
         self.bytes_out = 0
@@ -148,13 +188,34 @@ class ClientSocket:
             _send(self.sock, frames)
 
     def recv(self, timeout_s: float) -> Message | None:
-        """The next message or None on timeout. Raises ProtocolError for a malformed one."""
+        """The next message or None on timeout. Raises ProtocolError for a malformed one, and
+        HandshakeFailed if the coordinator refuses this client (until the first handshake succeeds)."""
+        if self._handshake is not None:
+            timeout_s = self._await_handshake(timeout_s)
+            if timeout_s is None:
+                return None
         if not _poll_paced(self._poller, self.pacer, self._release, timeout_s):
             return None
         frames = self.sock.recv_multipart(copy=False)
         self.bytes_in += _frames_size(frames)
         return Message.from_frames(frames, COORDINATOR_TYPES)
 
+    def _await_handshake(self, timeout_s: float) -> float | None:
+        """Wait in short slices, reading handshake events between them, until a message is there or
+        the handshake succeeded; returns the time left, or None if it ran out."""
+        deadline = time.perf_counter() + timeout_s
+        while not self._handshake.done():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return None
+            if _poll_paced(self._poller, self.pacer, self._release, min(left, _HANDSHAKE_CHECK_S)):
+                self._handshake.close()  # a message came: the handshake has succeeded
+                break
+        self._handshake = None
+        return max(0.0, deadline - time.perf_counter())
+
     def close(self) -> None:
         self._release(self.pacer.drain())
+        if self._handshake is not None:
+            self._handshake.close()
         self.sock.close(linger=2000)

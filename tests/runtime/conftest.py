@@ -28,11 +28,12 @@ def small_scenario(**overrides) -> dict:
 
 
 class LoopbackRun:
-    def __init__(self, scenario: dict, run_dir: Path):
+    def __init__(self, scenario: dict, run_dir: Path, keys=None):
+        """`keys`: the coordinator's CURVE ServerKeys (transport/security.py), None for plain TCP."""
         self.scenario = scenario_from_dict(scenario)
         self.run_dir = run_dir
         self.recorder = RunRecorder(run_dir)
-        self.coordinator = Coordinator(self.scenario, self.recorder, bind="tcp://127.0.0.1:*")
+        self.coordinator = Coordinator(self.scenario, self.recorder, bind="tcp://127.0.0.1:*", keys=keys)
         self.error: BaseException | None = None
         self.client_errors: list[BaseException] = []
         self._threads: list[threading.Thread] = []
@@ -54,8 +55,8 @@ class LoopbackRun:
             self.add_client(rank=rank)
         return self
 
-    def add_client(self, **kwargs) -> None:
-        client = EdgeClient(self.coordinator.address, **kwargs)
+    def add_client(self, client_cls=EdgeClient, **kwargs) -> None:
+        client = client_cls(self.coordinator.address, **kwargs)
         t = threading.Thread(target=self._guard(client.run, self.client_errors.append), daemon=True)
         self._threads.append(t)
         t.start()
@@ -76,8 +77,8 @@ class LoopbackRun:
 def loopback(tmp_path):
     runs: list[LoopbackRun] = []
 
-    def make(**overrides) -> LoopbackRun:
-        run = LoopbackRun(small_scenario(**overrides), tmp_path / f"run{len(runs)}")
+    def make(keys=None, **overrides) -> LoopbackRun:
+        run = LoopbackRun(small_scenario(**overrides), tmp_path / f"run{len(runs)}", keys=keys)
         runs.append(run)
         return run
 

@@ -167,6 +167,14 @@ BAD = {
     "empty shape too large for torch": (
         [_header(tensors=[{"name": "g", "dtype": "uint8", "shape": [0, 10**30]}]), b""], None, "too large"),
     "oversized header": ([b" " * (MAX_HEADER_BYTES + 1)], None, f"exceeds {MAX_HEADER_BYTES}"),
+    "NaN literal in meta": ([_header().replace(b'"meta": {}', b'"meta": {"loss": NaN}')], None,
+                            "header holds NaN, which is not JSON"),
+    "-Infinity literal": ([_header().replace(b'"meta": {}', b'"meta": {"c": -Infinity}')], None,
+                          "header holds -Infinity"),
+    "version true": ([_header(v=True)], None, "protocol version True is not supported"),
+    "version 1.0": ([_header(v=1.0)], None, "protocol version 1.0 is not supported"),
+    "tensor listed twice": ([_header(tensors=_F32_2 * 2), b"\x00" * 8, b"\x00" * 8], None,
+                            "tensor 'g' is listed twice"),
 }
 
 

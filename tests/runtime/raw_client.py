@@ -1,0 +1,68 @@
+"""Test clients: one that speaks the protocol by hand (to send what a real client never would), and
+a real client held at its first instruction until a test lets it go."""
+from __future__ import annotations
+
+import threading
+
+import zmq
+
+from edgesync.runtime.client import EdgeClient
+from edgesync.transport.protocol import COORDINATOR_TYPES, Message
+
+
+class RawClient:
+    """A DEALER that joins like a client, then sends whatever frames a test gives it."""
+
+    def __init__(self, address: str):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(address)
+
+    def send(self, message: Message | list[bytes]) -> None:
+        frames = message.to_frames() if isinstance(message, Message) else message
+        self.sock.send_multipart([bytes(f) for f in frames])
+
+    def recv(self, timeout_s: float = 30.0) -> Message:
+        assert self.sock.poll(int(timeout_s * 1000)), f"no message from the coordinator in {timeout_s} s"
+        return Message.from_frames(self.sock.recv_multipart(), COORDINATOR_TYPES)
+
+    def expect(self, kind: str, timeout_s: float = 60.0) -> Message:
+        msg = self.recv(timeout_s)
+        assert msg.type == kind, f"expected {kind}, got {msg.type} {msg.meta}"
+        return msg
+
+    def join(self, rank: int) -> Message:
+        """HELLO → WELCOME → SETUP → READY; returns the first TRAIN (the algorithm's start)."""
+        self.send(Message("HELLO", {"rank": rank, "info": {"host": "raw"}}))
+        self.expect("WELCOME")
+        setup = self.expect("SETUP")
+        self.send(Message("READY", {"label": setup.meta["label"]}))
+        return self.expect("TRAIN")
+
+    def finish_in_background(self) -> threading.Thread:
+        """Answer END with empty statistics and stop at SHUTDOWN, so the run ends on time."""
+        def serve():
+            while True:
+                msg = self.recv(240)
+                if msg.type == "END":
+                    self.send(Message("STATS", {}))
+                elif msg.type == "SHUTDOWN":
+                    return
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        return t
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class GatedClient(EdgeClient):
+    """A real client that waits at its first TRAIN until `gate` is set."""
+
+    def __init__(self, *args, gate: threading.Event, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gate = gate
+
+    def _train(self, sock, msg):
+        assert self.gate.wait(240), "the test never opened the gate"
+        super()._train(sock, msg)

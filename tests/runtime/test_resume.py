@@ -1,0 +1,105 @@
+"""The coordinator killed mid-run (SIGKILL to the whole `edgesync run`), then `edgesync run --resume`:
+finished algorithms are skipped, the one in progress goes on from its checkpoint, and metrics.jsonl
+keeps every line written before the crash with no duplicates after it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime import checkpoint
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+UPDATES = 240
+
+SCENARIO = {
+    "name": "resume", "seed": 3, "runtime": "live",
+    "dataset": {"name": "fashion_mnist", "train_size": 2000},
+    "clients": 2,
+    "algorithms": [{"name": "asgd", "lr": 0.05}, {"name": "ssgd", "lr": 0.1}],
+    "stop": {"time_budget_s": 120, "max_updates": UPDATES, "target_acc": 0.5},
+    "eval": {"every_s": 0.5, "test_size": 200},
+    "checkpoint": {"every_updates": 40},
+}
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "edgesync.cli", *args]
+
+
+def _wait_for_checkpoint(run_dir: Path, key: str, updates: int, proc: subprocess.Popen, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        try:
+            found = checkpoint.load(run_dir)
+        except checkpoint.CheckpointError:
+            found = None  # being replaced: read again
+        if found and found.current and found.current["key"] == key and found.current["updates"] >= updates:
+            return found
+        time.sleep(0.1)
+    pytest.fail(f"no checkpoint of {key} at ≥ {updates} updates within {timeout_s:.0f} s")
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_checkpoint_without_losing_or_repeating_lines(tmp_path):
+    scenario, run_dir = tmp_path / "resume.yaml", tmp_path / "run"
+    scenario.write_text(yaml.safe_dump(SCENARIO))
+    proc = subprocess.Popen(_cli("run", str(scenario), "--out", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        saved = _wait_for_checkpoint(run_dir, "ssgd", 80, proc, timeout_s=150)
+        time.sleep(0.5)  # a few more lines after the checkpoint: they must survive the resume
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the coordinator and its clients, as a power cut would
+        proc.wait()
+    assert saved.done == ["asgd"]
+    before = (run_dir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    if before and not before[-1].endswith("\n"):
+        before = before[:-1]  # a line cut by the kill is the only thing that may go
+    crashed_at = max(r["time_s"] for r in map(json.loads, before) if r["algorithm"] == "ssgd")
+
+    result = subprocess.run(_cli("run", "--resume", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    after = (run_dir / "metrics.jsonl").read_text().splitlines(keepends=True)
+    assert after[:len(before)] == before  # every line written before the crash is kept
+    assert len(set(after)) == len(after)  # and none is written twice
+    rows = [json.loads(line) for line in after]
+    asgd = [r for r in rows if r["algorithm"] == "asgd"]
+    assert len(asgd) == sum(json.loads(line)["algorithm"] == "asgd" for line in before)  # finished: skipped
+    resumed = [r for r in rows[len(before):] if r["algorithm"] == "ssgd"]
+    assert resumed, "the resumed algorithm recorded nothing"
+    assert resumed[0]["time_s"] > crashed_at  # its clock goes on from the crash
+    assert all(a["time_s"] < b["time_s"] for a, b in zip(resumed, resumed[1:]))
+    assert resumed[0]["updates"] >= saved.current["updates"]  # from the checkpoint, not from zero
+    assert resumed[-1]["updates"] == UPDATES
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary) == {"asgd", "ssgd"} and summary["ssgd"]["updates"] == UPDATES
+    assert checkpoint.load(run_dir).done == ["asgd", "ssgd"]
+
+
+def test_resume_refuses_a_folder_without_a_checkpoint_and_a_foreign_one(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(SCENARIO))
+    result = subprocess.run(_cli("run", "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "no checkpoint to resume from" in result.stderr
+    checkpoint.save(run_dir, checkpoint.Checkpoint(scenario="0123456789abcdef", done=["asgd"]))
+    result = subprocess.run(_cli("run", "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "written by another scenario" in result.stderr
+    sim = subprocess.run(_cli("run", "--resume", str(run_dir), "--set", "runtime=sim"), cwd=REPO, env=ENV,
+                         capture_output=True, text=True, timeout=60)
+    assert sim.returncode == 2 and "not both" not in sim.stderr and "--resume replays" in sim.stderr
