@@ -165,7 +165,9 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
 
 
 @app.command()
-def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario YAML file"),
+def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help="scenario YAML file"),
+                resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
+                                                      "checkpoint (the coordinator was killed); clients reconnect"),
                 bind: str = typer.Option("tcp://0.0.0.0:5555", help="ZeroMQ endpoint to bind"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder"),
                 set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE"),
@@ -175,18 +177,39 @@ def coordinator(scenario: Path = typer.Option(..., "--scenario", help="scenario 
                                                                            "files of the clients to admit"),
                 quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
-    sc = _load(scenario, list(set_ or []))
+    if (scenario is None) == (resume is None):
+        err.print("[red]give --scenario FILE, or --resume RUN_DIR (not both)[/red]", highlight=False)
+        raise typer.Exit(2)
+    if resume is not None and (set_ or out_dir):
+        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set or --out[/red]", highlight=False)
+        raise typer.Exit(2)
+    sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
     from edgesync.metrics.recorder import RunRecorder
+    from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
     from edgesync.runtime.coordinator import Coordinator, RunAborted
     from edgesync.runtime.runs import finish_run, run_folder
     from edgesync.runtime.progress import Progress
-    run_dir = run_folder(sc, out_dir)
+    if sc.sweep:
+        err.print("[red]the coordinator command serves one scenario without a sweep: `edgesync run` runs sweeps, "
+                  "or --set one value per swept key[/red]", highlight=False)
+        raise typer.Exit(2)
+    run_dir = resume or run_folder(sc, out_dir)
     _log_to(run_dir, verbose=True)
     display = Progress(enabled=not quiet)
     with RunRecorder(run_dir) as recorder:
-        recorder.write_scenario(sc.resolved())
+        resolved = sc.resolved()
+        try:
+            checkpoints = Checkpointer(run_dir, resolved, sc.checkpoint.every_updates, fresh=resume is None)
+        except CheckpointError as exc:
+            err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        if resume is not None and checkpoints.state.current is None and not checkpoints.state.done:
+            err.print(f"[red]cannot resume:[/red] {run_dir} has no checkpoint", highlight=False)
+            raise typer.Exit(2)
+        recorder.write_scenario(resolved)
         coord = Coordinator(sc, recorder, bind=bind, progress=display, keys=keys)
+        coord.checkpoints = checkpoints
         port = coord.address.rsplit(':', 1)[-1]
         if keys is None:
             err.print(f"coordinator for {sc.name} on {coord.address} (plain TCP: anyone who reaches this port can "

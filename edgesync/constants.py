@@ -38,3 +38,12 @@ FLOWER_STOP_TIMEOUT_S = 10.0
 
 # Updates with NaN/Inf are refused; this many per client mean the algorithm's training diverged.
 NONFINITE_UPDATES_DIVERGED = 3
+
+# Liveness (docs/lab.md "Faults"): a side that has sent nothing for HEARTBEAT_INTERVAL_S sends a
+# HEARTBEAT; the scenario's faults.client_timeout_s says when silence means gone. A client that lost
+# its coordinator reconnects with exponential backoff from RECONNECT_FIRST_S up to RECONNECT_MAX_S
+# between tries, for RECONNECT_GIVE_UP_S in all.
+HEARTBEAT_INTERVAL_S = 1.0
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 8.0
+RECONNECT_GIVE_UP_S = 600.0

@@ -114,6 +114,13 @@ class EvalSpec(Strict):
     batch_size: int = Field(1000, ge=1)
 
 
+class FaultsSpec(Strict):
+    client_timeout_s: float = Field(30.0, gt=0, description="live runs: a client (or, seen from a client, the "
+                                    "coordinator) silent this long is gone; heartbeats go every second")
+    quorum: int = Field(1, ge=1, description="synchronous algorithms go on while at least this many clients "
+                        "are alive; below it they wait client_timeout_s for returns, then the run aborts")
+
+
 class CheckpointSpec(Strict):
     every_updates: int = Field(200, ge=0, description="live runs: write RUN_DIR/checkpoint.pt every this many "
                                "global updates and at each algorithm's end; 0 = never (no --resume)")
@@ -149,6 +156,7 @@ class Scenario(Strict):
     eval: EvalSpec = EvalSpec()
     links: LinksSpec = LinksSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
+    faults: FaultsSpec = FaultsSpec()
     sim: SimSpec = SimSpec()
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "

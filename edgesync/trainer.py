@@ -139,6 +139,9 @@ class Trainer:
         g = flat.get_grads(self.model)
         if weight_decay:
             g.add_(self.get_params(), alpha=weight_decay)
+        if self.device.type == "cuda":
+            # a GPU runs the step asynchronously: without waiting, its time would be only the kernel launches
+            torch.cuda.synchronize(self.device)
         self._account(started, len(yb), interrupt)
         return g, loss.item()
 

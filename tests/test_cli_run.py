@@ -67,28 +67,38 @@ def test_run_quickstart_on_a_data_slice_writes_a_complete_run_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_client_process_killed_mid_run_aborts_with_its_log(tmp_path):
+def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path):
+    """SIGKILL one of four clients during SSGD: the barrier closes without it from then on, ASGD runs
+    with the other three, and the run folder says which client was lost and why."""
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml", "--out", str(out), "-q",
-           "--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=60", "--set", "eval.test_size=200"]
+           "--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=12", "--set", "stop.stop_at_target=false",
+           "--set", "eval.test_size=200", "--set", "eval.every_s=1"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         metrics = out / "metrics.jsonl"
         deadline = time.monotonic() + 90
-        while not (metrics.exists() and metrics.stat().st_size) and time.monotonic() < deadline:
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert metrics.exists(), "training never started"
         children = psutil.Process(proc.pid).children()
         victim = next(c for c in children if "--rank" in c.cmdline() and c.cmdline()[-1] == "1")
         victim.send_signal(signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=60)
+        killed_at = json.loads(metrics.read_text().splitlines()[-1])
+        stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 1
-    assert "client 1 exited with code -9" in stderr
-    for child in children:  # every other client process was stopped too
-        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert proc.returncode == 0, stderr[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    ssgd = [r for r in rows if r["algorithm"] == "ssgd"]
+    assert killed_at["algorithm"] == "ssgd" and ssgd[-1]["updates"] > killed_at["updates"] + 5  # rounds go on
+    assert [r for r in rows if r["algorithm"] == "asgd"][-1]["updates"] > 50
+    clients = {(c["algorithm"], c["client"]): c for c in map(json.loads, (out / "clients.jsonl").read_text().splitlines())}
+    assert clients[("ssgd", 1)]["lost"] == 1 and "exited with code -9" in clients[("ssgd", 1)]["error"]
+    assert clients[("asgd", 1)]["error"].startswith("lost:") and clients[("asgd", 1)]["steps"] is None
+    assert all(clients[(a, c)]["steps"] > 0 for a in ("ssgd", "asgd") for c in (0, 2, 3))
+    assert "client 1 lost: its process exited with code -9" in (out / "logs" / "coordinator.log").read_text()
 
 
 def test_validate_reports_an_unknown_key_and_exits_2(tmp_path):

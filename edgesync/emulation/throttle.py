@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from edgesync.emulation.profiles import FactorSampler
 from edgesync.trainer import Interrupt, StepAborted
 
 
-def sleep_until(deadline: float) -> None:
-    """Sleep to a perf_counter deadline; the last millisecond is spun for precision."""
+IDLE_EVERY_S = 0.5  # how often a long sleep wakes for `idle` (the live client's heartbeat)
+
+
+def sleep_until(deadline: float, idle: Callable[[], None] | None = None) -> None:
+    """Sleep to a perf_counter deadline; the last millisecond is spun for precision. `idle` is
+    called about every IDLE_EVERY_S of a long sleep (a ×100 step still shows its client alive)."""
     while True:
         left = deadline - time.perf_counter()
         if left <= 0:
             return
+        if idle is not None and left > IDLE_EVERY_S:
+            time.sleep(IDLE_EVERY_S)
+            idle()
+            continue
         time.sleep(left - 0.001 if left > 0.002 else 0)
 
 
@@ -29,6 +38,7 @@ class Throttle:
     reference_s: float
     target_s_total: float = 0.0  # what the profile asked for, summed over steps
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
+    idle: Callable[[], None] | None = None  # called during long sleeps (heartbeats)
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         target = self.sampler.next() * self.reference_s
@@ -40,7 +50,7 @@ class Throttle:
             self.target_s_total += elapsed
             raise StepAborted(elapsed)  # the emulated device stops now: the step never finished
         self.target_s_total += target
-        sleep_until(started + target)
+        sleep_until(started + target, self.idle)
         return time.perf_counter() - started
 
 

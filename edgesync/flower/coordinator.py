@@ -48,6 +48,7 @@ DEFAULT_RUN_CONFIG: dict[str, Any] = {"scenario": "scenarios/flower_fedavg.yaml"
 
 
 class FlowerCoordinator(Coordinator):
+    heartbeats = False  # SuperNodes' liveness is Flower's business; a ClientApp cannot send heartbeats
     def __init__(self, scenario: Scenario, recorder: RunRecorder, grid: Grid, esync_budget: budgets.Budget = "steps",
                  federated_eval: bool = False, progress: Progress | None = None):
         super().__init__(scenario, recorder, progress=progress, sock=GridSocket(grid))

@@ -184,7 +184,8 @@ def _setup_paragraph(run: RunData) -> str:
 
 
 def _describe_clients(run: RunData) -> str:
-    """'4 clients (2 × x1, 1 × x5, 1 × x10) on 2 hosts' from clients.jsonl, else from the scenario."""
+    """'4 clients (2 × x1, 1 × x5, 1 × x10) on 2 hosts, devices 1 × cuda:0, 3 × cpu' from clients.jsonl,
+    else from the scenario."""
     by_rank: dict[Any, dict] = {}
     for row in run.clients:
         by_rank.setdefault(row.get("client"), row)
@@ -192,7 +193,10 @@ def _describe_clients(run: RunData) -> str:
         profiles = Counter(str(r.get("profile", "?")) for r in by_rank.values())
         hosts = {r.get("host") for r in by_rank.values() if r.get("host")}
         on_hosts = f" on {len(hosts)} hosts" if len(hosts) > 1 else (f" on {next(iter(hosts))}" if hosts else "")
-        return f"{_clients_phrase(len(by_rank), profiles)}{on_hosts}"
+        # the simulator's clients have no device of their own ("virtual"): nothing to say
+        devices = Counter(_device(r) for r in by_rank.values() if r.get("device") not in (None, "", "virtual"))
+        on_devices = ", devices " + ", ".join(f"{n} × {d}" for d, n in devices.items()) if devices else ""
+        return f"{_clients_phrase(len(by_rank), profiles)}{on_hosts}{on_devices}"
     spec = _get(run.scenario, "clients")
     if isinstance(spec, bool):
         return ""
@@ -282,9 +286,17 @@ def _clients_table(run: RunData) -> list[str]:
     header = ["Entry", "Client", "Profile", "Host", "Device", "Compute (s)", "Wait (s)", "Ratio", "Steps",
               "Samples"]
     body = [[_code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
-             _text(r.get("device")), _secs(_num(r.get("compute_s"))), _secs(_num(r.get("wait_s"))),
+             _text(_device(r)), _secs(_num(r.get("compute_s"))), _secs(_num(r.get("wait_s"))),
              _fixed(compute_ratio(r), 2), _int(r.get("steps")), _int(r.get("samples"))] for r in rows]
     return _md_table(header, body, align="lrlllrrrrr")
+
+
+def _device(row: dict) -> str | None:
+    """A client's device as the report shows it: 'cuda:0 (NVIDIA H100 80GB HBM3)' when its row names the GPU."""
+    device, gpu = row.get("device"), row.get("gpu")
+    if device is None or device == "":
+        return None
+    return f"{device} ({gpu})" if gpu and str(device).startswith("cuda") else str(device)
 
 
 def _notes(run: RunData) -> str:

@@ -6,6 +6,12 @@ update, END reports this client's totals. The device profile's throttle wraps th
 
 With CURVE keys (transport/security.py) the link is encrypted and the coordinator checks this
 client's key; a refusal ends the client with a ClientFailed that says what to fix.
+
+Liveness: after a second without sending anything — idle, or inside a long (throttled) step — the
+client sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (the scenario's
+faults.client_timeout_s) it is presumed gone: the client reconnects with a new socket, with
+exponential backoff, and asks for its old rank again (a coordinator resumed with `--resume`, or one
+that dropped this client, takes it back).
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
-from edgesync.constants import CLIENT_IDLE_TIMEOUT_S
+from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S,
+                                RECONNECT_MAX_S)
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
@@ -52,6 +59,11 @@ class LiveContext:
         self.sock = sock
         self.pending: list[Message] = []
 
+    def heartbeat(self) -> None:
+        """Say we are alive if we have said nothing for a while (called between and inside steps)."""
+        if time.monotonic() - self.sock.last_send >= HEARTBEAT_INTERVAL_S:
+            self.sock.send(Message("HEARTBEAT"))
+
     def now(self) -> float:
         return time.perf_counter()
 
@@ -81,7 +93,8 @@ class LiveContext:
         started = time.perf_counter()
         deadline = started + timeout_s
         while (left := deadline - time.perf_counter()) > 0.001:
-            msg = self.sock.recv(left - 0.001)  # zmq polls in whole milliseconds: spin the last one
+            msg = self.sock.recv(min(left - 0.001, HEARTBEAT_INTERVAL_S))  # zmq polls whole ms: spin the last
+            self.heartbeat()
             if msg is None:
                 continue
             if msg.type == "REPLY":
@@ -91,6 +104,8 @@ class LiveContext:
         return [], timeout_s
 
     def _keep(self, msg: Message) -> None:
+        if msg.type == "HEARTBEAT":
+            return  # the coordinator is alive; sock.last_recv already says so
         self.pending.append(msg)
         if msg.type in ("END", "SHUTDOWN"):
             raise InstructionAborted(msg.type)
@@ -132,6 +147,11 @@ class EdgeClient:
                  device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None):
         if profile is not None:
             parse_profile(profile)  # fail here, before connecting, on a typo
+        if device is not None:
+            try:
+                resolve_device(device)  # and on a device this machine does not have
+            except RuntimeError as exc:
+                raise ValueError(str(exc)) from None
         self.connect = connect
         self.wish_rank = rank
         self.wish_profile = profile
@@ -139,6 +159,7 @@ class EdgeClient:
         self.data_root = data_root
         self.keys = keys
         self.rank: int | None = None
+        self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
 
@@ -149,35 +170,86 @@ class EdgeClient:
         except HandshakeFailed as exc:
             raise ClientFailed(str(exc)) from None
 
+    def _hello(self) -> Message:
+        rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
+        device = str(resolve_device(self.device_override)) if self.device_override else "cpu"
+        return Message("HELLO", {"rank": rank, "profile": self.wish_profile, "info": host_info(device)})
+
     def _serve(self) -> None:
-        sock = ClientSocket(self.connect, keys=self.keys)
+        self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
+        self.ctx.sock.send(self._hello())
         try:
-            device = self.device_override or "cpu"
-            sock.send(Message("HELLO", {"rank": self.wish_rank, "profile": self.wish_profile,
-                                        "info": host_info(device)}))
-            self.ctx = LiveContext(sock)
             while True:
+                sock = self.ctx.sock
                 if self.ctx.pending:  # what arrived while an instruction was running comes first
                     if not self._handle(sock, self.ctx.pending.pop(0)):
                         return
                     continue
                 try:
-                    msg = sock.recv(CLIENT_IDLE_TIMEOUT_S)
+                    msg = sock.recv(HEARTBEAT_INTERVAL_S)
                 except ProtocolError as exc:
                     log.error("bad message from the coordinator: %s", exc)
                     sock.send(Message("ERROR", {"reason": f"bad message: {exc}"}))
                     continue
-                if msg is None:
-                    raise ClientFailed(f"no word from the coordinator at {self.connect} for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
-                if not self._handle(sock, msg):
-                    return
+                if msg is not None:
+                    if not self._handle(sock, msg):
+                        return
+                    continue
+                silent = time.monotonic() - sock.last_recv
+                if self.rank is None:  # not joined yet: the coordinator may still be starting
+                    if silent > CLIENT_IDLE_TIMEOUT_S:
+                        raise ClientFailed(f"no word from the coordinator at {self.connect} for {silent:.0f} s")
+                    continue
+                self.ctx.heartbeat()
+                if silent > self.timeout_s:
+                    self._reconnect(f"no word from the coordinator for {silent:.0f} s")
         finally:
-            sock.close()
+            self.ctx.sock.close()
+
+    def _reconnect(self, why: str) -> None:
+        """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
+        log.warning("%s: reconnecting to %s as client %d", why, self.connect, self.rank)
+        self.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
+        self.ctx.pending.clear()
+        self.session = None  # the coordinator sets this client up again
+        delay, deadline = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S
+        tries = 0
+        while True:
+            tries += 1
+            sock = ClientSocket(self.connect, keys=self.keys)
+            sock.send(self._hello())
+            welcome = self._await_welcome(sock, max(2 * delay, 2.0))
+            if welcome is not None:
+                self.ctx.sock = sock
+                self._handle(sock, welcome)
+                log.info("reconnected after %d tries", tries)
+                return
+            sock.close(linger_ms=0)
+            if time.monotonic() > deadline:
+                raise ClientFailed(f"the coordinator at {self.connect} did not come back within "
+                                   f"{RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
+            time.sleep(delay)
+            delay = min(2 * delay, RECONNECT_MAX_S)
+
+    def _await_welcome(self, sock: ClientSocket, timeout_s: float) -> Message | None:
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            msg = sock.recv(left)
+            if msg is None:
+                return None
+            if msg.type == "WELCOME":
+                return msg
+            if msg.type == "ERROR" and msg.meta.get("fatal"):
+                raise ClientFailed(f"coordinator refused this client on reconnecting: {msg.meta.get('reason')}")
+        return None
 
     def _handle(self, sock: ClientSocket, msg: Message) -> bool:
         """Act on one message; False means the run is over."""
+        if msg.type == "HEARTBEAT":
+            return True
         if msg.type == "WELCOME":
             self.rank = msg.meta["rank"]
+            self.timeout_s = float(msg.meta.get("timeout_s", CLIENT_IDLE_TIMEOUT_S))
             uplink = Link(**msg.meta.get("uplink") or {})
             sock.set_link(uplink, int(msg.meta.get("link_seed", 0)))
             log.info("joined %s as client %d of %d (uplink %s)", msg.meta.get("run"), self.rank,
@@ -235,6 +307,9 @@ class EdgeClient:
             s.first_train = now
         elif s.last_sent is not None:
             s.wait_s += now - s.last_sent
+        s.trainer.hook = Beating(s.throttle or NoHook(), self.ctx.heartbeat)
+        if s.throttle is not None:
+            s.throttle.idle = self.ctx.heartbeat
         try:
             update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
         except InstructionAborted:
@@ -258,3 +333,17 @@ class EdgeClient:
             out["target_factor"] = round(s.throttle.target_s_total / st.steps / s.throttle.reference_s, 4)
             out["achieved_factor"] = round(st.compute_s / st.steps / s.throttle.reference_s, 4)
         return out
+
+
+class Beating:
+    """The trainer's step hook with heartbeats: after every step, and during a throttle's long sleep,
+    the client says it is alive if it has been silent for a second."""
+
+    def __init__(self, inner, beat):
+        self.inner, self.beat = inner, beat
+
+    def after_step(self, started: float, interrupt=None) -> float:
+        try:
+            return self.inner.after_step(started, interrupt)
+        finally:
+            self.beat()

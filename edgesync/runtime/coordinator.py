@@ -24,14 +24,15 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, Send, ServerAlgorithm, Update
-from edgesync.constants import (JOIN_TIMEOUT_S, NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S, READY_TIMEOUT_S,
-                                STATS_TIMEOUT_S)
+from edgesync.constants import (HEARTBEAT_INTERVAL_S, JOIN_TIMEOUT_S, NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S,
+                                READY_TIMEOUT_S, STATS_TIMEOUT_S)
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import Profile, parse_profile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.checkpoint import Checkpointer, last_logged_s
 from edgesync.runtime.evaluator import Evaluator, Snapshot
+from edgesync.runtime.liveness import Liveness
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
@@ -42,6 +43,13 @@ from edgesync.transport.security import ServerKeys
 from edgesync.transport.sockets import CoordinatorSocket
 
 log = logging.getLogger("edgesync.coordinator")
+
+TEND_EVERY_S = 0.2  # how often the loops look after liveness
+
+
+def needs_calibration(profile: Profile) -> bool:
+    """A throttled client measures its undisturbed step first (constant ×1 needs nothing)."""
+    return not (profile.kind == "constant" and profile.factor == 1)
 
 
 class RunAborted(RuntimeError):
@@ -82,8 +90,11 @@ def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
 
 
 class Coordinator:
+    heartbeats = True  # liveness by heartbeats and timeouts (the Flower runtime leaves it to Flower)
+
     def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
-                 progress: Progress | None = None, health_check: Callable[[], None] | None = None,
+                 progress: Progress | None = None,
+                 health_check: Callable[[], list[tuple[int, str]] | None] | None = None,
                  sock: CoordinatorSocket | None = None, keys: ServerKeys | None = None):
         """`sock` replaces the ZeroMQ socket bound at `bind` with another transport of the same API
         (the Flower runtime's `edgesync.flower.grid_socket.GridSocket`); `keys` make the socket a
@@ -93,7 +104,7 @@ class Coordinator:
         self.sock = sock if sock is not None else CoordinatorSocket(bind, keys=keys)
         self.address = self.sock.address
         self.progress = progress or Progress(enabled=False)
-        self.health_check = health_check or (lambda: None)
+        self.health_check = health_check or (lambda: None)  # [(rank, why)] of local clients that exited
         self.peers: dict[int, Peer] = {}
         self.ranks: dict[bytes, int] = {}
         self.current: AlgorithmRun | None = None
@@ -101,6 +112,10 @@ class Coordinator:
         self.update_check: UpdateCheck | None = None
         self.kernel_shapes: frozenset[str] = frozenset()  # link properties tc applies (netns backend)
         self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
+        self.liveness = Liveness(scenario.faults.client_timeout_s)
+        self.joining: dict[int, str] = {}  # rank → what a client coming back mid-algorithm owes: READY, CALIBRATED
+        self._next_tend = 0.0
+        self._short_since: float | None = None  # when the live clients fell below what the algorithm needs
 
     # -- the whole run ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -143,7 +158,7 @@ class Coordinator:
         while len(self.peers) < want:
             if time.monotonic() > deadline:
                 raise RunAborted(f"only {len(self.peers)} of {want} clients joined within {JOIN_TIMEOUT_S:.0f} s")
-            self.health_check()
+            self._tend()
             item = self._recv(POLL_INTERVAL_S * 5)
             if item is None:
                 continue
@@ -152,13 +167,15 @@ class Coordinator:
                 self._reject(identity, str(msg))
             elif msg.type == "HELLO":
                 self._admit(identity, msg)
-            else:
+            elif msg.type != "HEARTBEAT" or identity not in self.ranks:
                 self._reject(identity, f"{msg.type} before HELLO")
         self.progress.status(f"{want} clients joined")
 
     def _recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The socket's next message, its metadata fields checked: a bad one comes as a ProtocolError."""
         item = self.sock.recv(timeout_s)
+        if item is not None and item[0] in self.ranks:
+            self.liveness.seen(self.ranks[item[0]])
         if item is None or isinstance(item[1], ProtocolError):
             return item
         try:
@@ -188,7 +205,9 @@ class Coordinator:
         up, down = (transport_link(link, self.kernel_shapes) for link in self.scenario.client_links(rank))
         seed = self.scenario.seed * 7919 + 2 * rank  # as the simulator: the same jitter and losses
         self.sock.send(identity, Message("WELCOME", {"rank": rank, "clients": want, "run": self.scenario.name,
-                                                     "uplink": asdict(up), "link_seed": seed}))
+                                                     "uplink": asdict(up), "link_seed": seed,
+                                                     "timeout_s": self.scenario.faults.client_timeout_s}))
+        self.liveness.seen(rank)
         self.sock.set_link(identity, down, seed + 1)
         log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
                  info.get("device"), profile.label, up.describe(), down.describe())
@@ -200,9 +219,10 @@ class Coordinator:
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
         sc = self.scenario
+        self.liveness.new_algorithm()
         self._setup_clients(config)
         self._calibrate_clients()
-        server = self.server = self.server_half(config, sorted(self.peers))
+        server = self.server = self.server_half(config, self.liveness.alive(self.peers))
         self.update_check = UpdateCheck.for_server(server, self.initial)
         run = self.current = AlgorithmRun(config)
         server.now = lambda: time.perf_counter() - run.started
@@ -224,7 +244,7 @@ class Coordinator:
             self._record_evals()
             if self._should_stop(server, now):
                 break
-            self.health_check()
+            self._tend(server)
             item = self._recv(min(POLL_INTERVAL_S, max(0.0, next_eval - now), max(0.0, budget - now)))
             if item is None:
                 continue
@@ -286,7 +306,17 @@ class Coordinator:
                 self._reject(identity, str(msg))
             return []
         if rank is None:
+            if msg.type == "HELLO":
+                return self._readmit(server, identity, msg)
             self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
+            return []
+        if rank in self.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
+            sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
+            return sends + self._back(server, rank, msg)
+        return self._handle_live(server, identity, rank, msg)
+
+    def _handle_live(self, server, identity: bytes, rank: int, msg: Message) -> list[Send]:
+        if msg.type == "HEARTBEAT":
             return []
         try:
             if msg.type == "UPDATE":
@@ -344,6 +374,98 @@ class Coordinator:
                 instr = send.instruction
                 self.sock.send(peer.identity, Message("TRAIN", instr.meta, instr.tensors))
 
+    # -- liveness: heartbeats, lost clients, returns ---------------------------------------------
+    def _tend(self, server: ServerAlgorithm | None = None) -> None:
+        """A few times a second: heartbeats to quiet clients, silent or exited clients lost, quorum."""
+        now = time.monotonic()
+        if now < self._next_tend:
+            return
+        self._next_tend = now + TEND_EVERY_S
+        for rank, why in self.health_check() or []:  # local client processes that exited
+            self._lose(rank, why, server)
+        if not self.heartbeats:
+            return
+        last_send = self.sock.last_send
+        for rank in self.liveness.alive(self.peers):
+            identity = self.peers[rank].identity
+            if now - last_send.get(identity, 0.0) >= HEARTBEAT_INTERVAL_S:
+                self.sock.send(identity, Message("HEARTBEAT"))
+        for rank, silent in self.liveness.silent(self.peers):
+            self._lose(rank, f"silent for {silent:.1f} s (faults.client_timeout_s = {self.liveness.timeout_s:g})", server)
+        self._check_quorum(server, now)
+
+    def _check_quorum(self, server: ServerAlgorithm | None, now: float) -> None:
+        """Abort once too few clients have been alive for longer than the timeout: synchronous algorithms
+        need faults.quorum of them, any algorithm needs one."""
+        need = 1
+        if server is not None and algorithms.get(self.current.config.name).family == "synchronous":
+            need = self.scenario.faults.quorum
+        alive = len(self.liveness.alive(self.peers))
+        if alive >= need or not self.peers:
+            self._short_since = None
+            return
+        if self._short_since is None:
+            self._short_since = now
+            log.warning("only %d clients alive, %d needed: waiting up to %.0f s for some to come back", alive, need,
+                        self.liveness.timeout_s)
+        elif now - self._short_since > self.liveness.timeout_s:
+            lost = ", ".join(f"client {r}: {why}" for r, why in sorted(self.liveness.lost.items()))
+            raise RunAborted(f"only {alive} clients alive, {need} needed (faults.quorum) for "
+                             f"{self.liveness.timeout_s:.0f} s; lost: {lost}")
+
+    def _lose(self, rank: int, why: str, server: ServerAlgorithm | None) -> None:
+        if rank not in self.peers or not self.liveness.lose(rank, why):
+            return
+        self.joining.pop(rank, None)
+        log.warning("client %d lost: %s", rank, why)
+        if server is not None:
+            self._dispatch(server.on_client_lost(rank))  # a barrier closes without it; ESync stops waiting
+
+    def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
+        """A lost client spoke: the same process (it was paused or cut off) is back now; a new one that said
+        HELLO is back once it is set up (READY, then CALIBRATED if throttled)."""
+        owed = self.joining.get(rank)
+        if owed is not None:
+            if msg.type != owed:
+                return []
+            if msg.type == "READY" and needs_calibration(self.peers[rank].profile):
+                self.joining[rank] = "CALIBRATED"
+                self.sock.send(self.peers[rank].identity, Message("CALIBRATE"))
+                return []
+            if msg.type == "CALIBRATED":
+                self.peers[rank].info["reference_step_s"] = msg.meta.get("reference_s")
+            del self.joining[rank]
+        self.liveness.back(rank)
+        log.info("client %d is back", rank)
+        return server.on_client_joined(rank)
+
+    def _readmit(self, server: ServerAlgorithm, identity: bytes, msg: Message) -> list[Send]:
+        """HELLO in the middle of an algorithm: a client process that lost its link (or was restarted)
+        asks for its rank back. It may take a lost rank (a live one is refused, not fatally: the
+        client retries with backoff until its old socket is known to be gone); it is set up for the
+        algorithm in progress and joins it when READY."""
+        asked = msg.meta.get("rank")
+        lost = sorted(self.liveness.lost)
+        if asked is None:
+            if not lost:
+                self._reject(identity, "the run is in progress and every rank is taken", fatal=True)
+                return []
+            asked = lost[0]
+        if not isinstance(asked, int) or asked not in self.peers:
+            self._reject(identity, f"rank {asked!r} is not one of this run's (0..{len(self.scenario.clients) - 1})",
+                         fatal=True)
+            return []
+        if asked not in self.liveness.lost:  # its old socket may not be known dead yet: the client retries
+            self._reject(identity, f"rank {asked} is held by a live client; if that was you, try again after "
+                                   f"faults.client_timeout_s ({self.liveness.timeout_s:g} s)")
+            return []
+        self.ranks.pop(self.peers[asked].identity, None)
+        del self.peers[asked]
+        self._admit(identity, Message("HELLO", {**msg.meta, "rank": asked}))
+        self.joining[asked] = "READY"
+        self._send_setup(self.current.config, asked)
+        return []
+
     # -- evaluation and counters -----------------------------------------------------------------
     def _traffic(self) -> tuple[int, int]:
         run = self.current
@@ -380,33 +502,37 @@ class Coordinator:
         self.progress.update(row)
 
     # -- client phases ---------------------------------------------------------------------------
+    def _send_setup(self, config: AlgorithmConfig, rank: int) -> None:
+        sc, peer = self.scenario, self.peers[rank]
+        meta = {
+            "label": config.key, "algorithm": config.model_dump(mode="json"),
+            "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+            "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
+            "device": sc.clients[rank].device,
+        }
+        self.sock.send(peer.identity, Message("SETUP", meta, {"indices": torch.from_numpy(self.splits[rank])}))
+
     def _setup_clients(self, config: AlgorithmConfig) -> None:
-        sc = self.scenario
-        for rank, peer in self.peers.items():
-            meta = {
-                "label": config.key, "algorithm": config.model_dump(mode="json"),
-                "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
-                "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
-                "device": sc.clients[rank].device,
-            }
-            self.sock.send(peer.identity, Message("SETUP", meta, {"indices": torch.from_numpy(self.splits[rank])}))
+        for rank in self.liveness.alive(self.peers):
+            self._send_setup(config, rank)
         self.progress.status(f"setting up {config.key}")
         self._await_all("READY", READY_TIMEOUT_S)
 
     def _calibrate_clients(self) -> None:
         """One client at a time, so each measures its undisturbed step time."""
         for rank, peer in sorted(self.peers.items()):
-            if peer.profile.kind == "constant" and peer.profile.factor == 1:
+            if not needs_calibration(peer.profile) or rank in self.liveness.lost:
                 continue
             self.progress.status(f"calibrating client {rank}")
             self.sock.send(peer.identity, Message("CALIBRATE"))
             replies = self._await_all("CALIBRATED", READY_TIMEOUT_S, only={rank})
-            peer.info["reference_step_s"] = replies[rank].get("reference_s")
+            if rank in replies:
+                peer.info["reference_step_s"] = replies[rank].get("reference_s")
 
     def _finish_clients(self, config: AlgorithmConfig, end: float) -> None:
         run = self.current
-        for peer in self.peers.values():
-            self.sock.send(peer.identity, Message("END"))
+        for rank in self.liveness.alive(self.peers):
+            self.sock.send(self.peers[rank].identity, Message("END"))
         stats = self._await_all("STATS", STATS_TIMEOUT_S, strict=False)
         for rank, peer in sorted(self.peers.items()):
             s = stats.get(rank, {})
@@ -419,24 +545,28 @@ class Coordinator:
                 "bytes_down": self.sock.bytes_out.get(peer.identity, 0) - run.bytes_out0.get(peer.identity, 0),
                 "reference_step_s": s.get("reference_s"), "target_factor": s.get("target_factor"),
                 "achieved_factor": s.get("achieved_factor"), "refused": run.refused.get(rank, 0),
+                "lost": self.liveness.losses[rank], "rejoined": self.liveness.returns[rank],
+                "gpu": peer.info.get("gpu"),
             }
-            if rank not in stats:
+            if rank in self.liveness.lost:
+                row["error"] = f"lost: {self.liveness.lost[rank]}"
+            elif rank not in stats:
                 row["error"] = "no statistics: the client did not answer END"
             self.recorder.log_client(row)
 
     def _await_all(self, kind: str, timeout_s: float, only: set[int] | None = None,
                    strict: bool = True) -> dict[int, dict]:
         """Collect one `kind` message from each client (or from `only`); other traffic is dropped."""
-        waiting = set(only if only is not None else self.peers)
+        waiting = set(self.liveness.alive(only if only is not None else self.peers))
         got: dict[int, dict] = {}
         deadline = time.monotonic() + timeout_s
-        while waiting:
+        while waiting := waiting - set(self.liveness.lost):  # a client lost meanwhile is not waited for
             if time.monotonic() > deadline:
                 if strict:
                     raise RunAborted(f"clients {sorted(waiting)} sent no {kind} within {timeout_s:.0f} s")
                 log.warning("clients %s sent no %s within %.0f s", sorted(waiting), kind, timeout_s)
                 break
-            self.health_check()
+            self._tend()
             item = self._recv(POLL_INTERVAL_S * 5)
             if item is None:
                 continue
@@ -444,8 +574,11 @@ class Coordinator:
             rank = self.ranks.get(identity)
             if isinstance(msg, ProtocolError):
                 self._reject(identity, str(msg))
-            elif rank is None:
-                self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
+            elif rank is None:  # a client coming back between algorithms tries again, later
+                self._reject(identity, "between algorithms; say HELLO again in a moment", fatal=msg.type != "HELLO")
+            elif rank in self.liveness.lost:
+                self.liveness.back(rank)  # alive after all; it joins the next algorithm
+                log.info("client %d is back (between algorithms)", rank)
             elif msg.type == "ERROR":
                 reason = msg.meta.get("reason")
                 if strict and rank in waiting:

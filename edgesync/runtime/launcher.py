@@ -2,7 +2,8 @@
 
 Each client process is the same `edgesync client` a lab machine runs, started with one torch
 thread and glibc's mmap threshold raised (constants.py says why). Their logs go to the run
-folder's `logs/`. If a client process dies, the run stops with the end of its log.
+folder's `logs/`. A client process that dies is lost to the run (the coordinator logs the end of its
+log and goes on without it, docs/lab.md "Faults"); when none is left the run stops.
 
 With `links.backend: netns` each client runs in its own network namespace behind a veth pair that
 `tc` shapes (emulation/netns.py), connecting to the coordinator over that pair's address — the
@@ -53,6 +54,7 @@ class LocalClients:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.logs = [log_dir / f"client-{rank}.log" for rank in range(count)]
         self.procs: list[subprocess.Popen] = []
+        self.exited: set[int] = set()
         addresses = [address] * count if isinstance(address, str) else address
         for rank, path in enumerate(self.logs):
             cmd = [*(prefixes[rank] if prefixes else []), sys.executable, "-m", "edgesync.cli", "client",
@@ -65,13 +67,19 @@ class LocalClients:
                 self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(),
                                                    stdin=subprocess.DEVNULL))
 
-    def check(self) -> None:
-        """Raise if any client process has died (it would otherwise stall a barrier)."""
+    def check(self) -> list[tuple[int, str]]:
+        """Client processes that have exited since the last call, with the end of their logs: the
+        coordinator counts them lost (the run goes on without them). If none is left, the run stops."""
+        gone = []
         for rank, p in enumerate(self.procs):
             code = p.poll()
-            if code is not None:
+            if code is not None and rank not in self.exited:
+                self.exited.add(rank)
                 tail = "".join(self.logs[rank].read_text(errors="replace").splitlines(True)[-15:])
-                raise RunAborted(f"client {rank} exited with code {code}; end of {self.logs[rank]}:\n{tail}")
+                gone.append((rank, f"its process exited with code {code}; end of {self.logs[rank]}:\n{tail}"))
+        if self.procs and len(self.exited) == len(self.procs):
+            raise RunAborted("every client process exited; the last one: " + (gone[-1][1] if gone else "?"))
+        return gone
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Let clients exit on their own (they were told SHUTDOWN), then terminate what is left."""

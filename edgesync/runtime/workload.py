@@ -5,6 +5,7 @@ from what the coordinator sends), so both sides agree on every detail.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -17,6 +18,8 @@ from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
 from edgesync.scenario import DatasetSpec, PartitionSpec, Scenario
 from edgesync.trainer import StepHook, Trainer
+
+_DEVICE_RE = re.compile(r"cpu|auto|cuda(?::(\d+))?")  # what a scenario's or `edgesync client`'s device may be
 
 
 @lru_cache(maxsize=2)
@@ -68,12 +71,26 @@ def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
 
 
 def resolve_device(device: str) -> torch.device:
+    """A client's torch device from `cpu`, `cuda`, `cuda:N` or `auto` (cuda:0 when a CUDA GPU is usable, else cpu).
+
+    A malformed name is a ValueError, a GPU this machine does not have a RuntimeError; both say what was
+    asked for, so a lab finds the mistake at set-up rather than as a CUDA error in the middle of a run.
+    """
+    m = _DEVICE_RE.fullmatch(device) if isinstance(device, str) else None
+    if m is None:
+        raise ValueError(f"device must be cpu, cuda:N or auto, got {device!r}")
     if device == "auto":
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
+    if device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
         raise RuntimeError(f"device {device!r} was asked for but this machine has no usable CUDA GPU")
-    return dev
+    index, count = int(m.group(1) or 0), torch.cuda.device_count()
+    if index >= count:  # CUDA_VISIBLE_DEVICES renumbers the GPUs a process sees from 0
+        usable = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise RuntimeError(f"device {device!r} was asked for but this machine has {count} usable CUDA "
+                           f"GPU{'s' if count != 1 else ''} ({usable})")
+    return torch.device("cuda", index)
 
 
 def make_trainer(data: ArrayDataset, model_name: str, indices: np.ndarray, batch_size: int, seed: int,

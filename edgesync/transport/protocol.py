@@ -21,6 +21,7 @@ Message types, and who sends them:
             an instruction
     STATS   per-client totals  SHUTDOWN  the run is over: exit
     ERROR   what went wrong    ERROR     what was wrong with your message
+    HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
 Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
 goes on serving everyone else.
@@ -38,8 +39,9 @@ import torch
 
 from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
 
-CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "QUERY", "STATS", "ERROR"})
-COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "REPLY", "END", "SHUTDOWN", "ERROR"})
+CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "QUERY", "STATS", "ERROR", "HEARTBEAT"})
+COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "REPLY", "END", "SHUTDOWN", "ERROR",
+                               "HEARTBEAT"})
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "int32": torch.int32,

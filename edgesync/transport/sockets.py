@@ -87,6 +87,7 @@ class CoordinatorSocket:
         self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.bytes_in: dict[bytes, int] = defaultdict(int)
         self.bytes_out: dict[bytes, int] = defaultdict(int)
+        self.last_send: dict[bytes, float] = {}
         self._poller = zmq.Poller()
         self._poller.register(self.sock, zmq.POLLIN)
         self.pacer = Pacer()
@@ -102,6 +103,7 @@ class CoordinatorSocket:
     def send(self, peer: bytes, message: Message) -> int:
         frames = message.to_frames()
         size = _frames_size(frames)
+        self.last_send[peer] = time.monotonic()  # heartbeats go only to peers sent nothing lately
         if self.pacer.shapes(peer):
             self.pacer.hold(peer, frames, size)
             self.bytes_out[peer] += size
@@ -165,6 +167,7 @@ class ClientSocket:
         self.sock.connect(address)
         self.bytes_in = 0
         self.bytes_out = 0
+        self.last_send = self.last_recv = time.monotonic()  # liveness, both ways
         self._poller = zmq.Poller()
         self._poller.register(self.sock, zmq.POLLIN)
         self.pacer = Pacer()
@@ -176,6 +179,7 @@ class ClientSocket:
     def send(self, message: Message) -> int:
         frames = message.to_frames()
         size = _frames_size(frames)
+        self.last_send = time.monotonic()
         if self.pacer.shapes(None):
             self.pacer.hold(None, frames, size)
         else:
@@ -198,6 +202,7 @@ class ClientSocket:
             return None
         frames = self.sock.recv_multipart(copy=False)
         self.bytes_in += _frames_size(frames)
+        self.last_recv = time.monotonic()
         return Message.from_frames(frames, COORDINATOR_TYPES)
 
     def _await_handshake(self, timeout_s: float) -> float | None:
@@ -214,8 +219,10 @@ class ClientSocket:
         self._handshake = None
         return max(0.0, deadline - time.perf_counter())
 
-    def close(self) -> None:
-        self._release(self.pacer.drain())
+    def close(self, linger_ms: int = 2000) -> None:
+        """`linger_ms`: how long unsent messages may still leave (0 when the coordinator is gone)."""
+        if linger_ms:
+            self._release(self.pacer.drain())
         if self._handshake is not None:
             self._handshake.close()
-        self.sock.close(linger=2000)
+        self.sock.close(linger=linger_ms)

@@ -1,0 +1,198 @@
+"""Faults injected for real into a coordinator and clients run as separate processes (as on lab machines):
+a client paused past the timeout and resumed, a client killed and replaced by a new process, and the
+coordinator killed and resumed from its checkpoint while its clients wait and reconnect."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime import checkpoint
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+TIMEOUT_S = 2.0  # faults.client_timeout_s: short, so that the tests take seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A coordinator process and client processes on loopback; everything is killed on the way out."""
+
+    def __init__(self, tmp_path: Path, scenario: dict):
+        self.tmp, self.port = tmp_path, free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.run_dir = tmp_path / "run"
+        self.scenario = tmp_path / "scenario.yaml"
+        self.scenario.write_text(yaml.safe_dump(scenario))
+        self.coordinator: subprocess.Popen | None = None
+        self.clients: dict[int, subprocess.Popen] = {}
+        self.procs: list[subprocess.Popen] = []
+
+    def start_coordinator(self, *args: str) -> None:
+        cmd = [sys.executable, "-m", "edgesync.cli", "coordinator", "--bind", self.address, "-q", *args]
+        self.coordinator = self._spawn(cmd, self.tmp / f"coordinator-{len(self.procs)}.out")
+
+    def start_client(self, rank: int, *args: str) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "edgesync.cli", "client", "--connect", self.address, "--rank", str(rank), *args]
+        self.clients[rank] = self._spawn(cmd, self.tmp / f"client-{rank}-{len(self.procs)}.out")
+        return self.clients[rank]
+
+    def _spawn(self, cmd: list[str], out: Path) -> subprocess.Popen:
+        with open(out, "w") as f:
+            p = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=f, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def log(self) -> str:
+        path = self.run_dir / "logs" / "coordinator.log"
+        return path.read_text() if path.exists() else ""
+
+    def wait_for(self, what, timeout_s: float, why: str):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            got = what()
+            if got:
+                return got
+            if self.coordinator is not None and self.coordinator.poll() is not None and self.coordinator.returncode:
+                pytest.fail(f"the coordinator exited with {self.coordinator.returncode} while waiting for {why}:\n"
+                            + self.output())
+            time.sleep(0.1)
+        pytest.fail(f"timed out waiting for {why}:\n{self.output()}")
+
+    def output(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(self.tmp.glob("*.out")))
+
+    def finish(self, timeout_s: float = 120) -> None:
+        assert self.coordinator.wait(timeout_s) == 0, self.output()
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGCONT)  # a paused process cannot die otherwise
+                except ProcessLookupError:
+                    pass
+                p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def lab_for(tmp_path):
+    labs = []
+
+    def make(scenario: dict) -> Lab:
+        labs.append(Lab(tmp_path, scenario))
+        return labs[-1]
+
+    yield make
+    for lab in labs:
+        lab.close()
+
+
+def scenario(algorithm: dict, clients: list, updates: int, budget_s: float = 90, **extra) -> dict:
+    return {"name": "faults", "seed": 2, "dataset": {"name": "fashion_mnist", "train_size": 2000},
+            "clients": clients, "algorithms": [algorithm],
+            "stop": {"time_budget_s": budget_s, "max_updates": updates, "target_acc": 0.5},
+            "eval": {"every_s": 0.5, "test_size": 200}, "faults": {"client_timeout_s": TIMEOUT_S}, **extra}
+
+
+def metrics(lab: Lab) -> list[dict]:
+    path = lab.run_dir / "metrics.jsonl"
+    return read_jsonl(path) if path.exists() else []
+
+
+@pytest.mark.parametrize("algorithm,profiles", [({"name": "ssgd", "lr": 0.1}, ["x1", "x1", "x1"]),
+                                                ({"name": "esync", "lr": 0.05}, ["x1", "x1", "x4"])])
+def test_a_paused_client_is_dropped_after_the_timeout_and_taken_back_when_it_resumes(lab_for, algorithm, profiles):
+    """SIGSTOP the slowest client of a synchronous run: after faults.client_timeout_s the rounds close
+    without it (ESync's State Server stops waiting for it too); SIGCONT: it is back in later rounds."""
+    lab = lab_for(scenario(algorithm, profiles, updates=400, budget_s=40))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    for rank in range(3):
+        lab.start_client(rank)
+    lab.wait_for(lambda: len(metrics(lab)) >= 3, 120, "training to start")
+    paused = psutil.Process(lab.clients[2].pid)
+    paused.suspend()
+    lab.wait_for(lambda: "client 2 lost: silent for" in lab.log(), 30, "the paused client to be lost")
+    before = metrics(lab)[-1]["updates"]
+    lab.wait_for(lambda: metrics(lab)[-1]["updates"] >= before + 5, 30, "rounds without the paused client")
+    paused.resume()
+    lab.wait_for(lambda: "client 2 is back" in lab.log(), 30, "the paused client to come back")
+    lab.finish()
+    rows = {r["client"]: r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
+    assert rows[2]["lost"] == 1 and rows[2]["rejoined"] == 1 and "error" not in rows[2]
+    assert all(lab.clients[r].wait(30) == 0 for r in range(3)), lab.output()
+
+
+def test_a_killed_client_is_replaced_by_a_new_process_under_the_same_rank(lab_for):
+    """SIGKILL client 1 during ASGD; the others carry on. A new `edgesync client --rank 1` rejoins: it is set
+    up for the algorithm in progress and its updates are applied again."""
+    lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=1500, budget_s=60))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    lab.start_client(0)
+    lab.start_client(1)
+    lab.wait_for(lambda: len(metrics(lab)) >= 3, 120, "training to start")
+    lab.clients[1].kill()
+    lab.wait_for(lambda: "client 1 lost: silent for" in lab.log(), 30, "the killed client to be lost")
+    lost_at = metrics(lab)[-1]["updates"]
+    lab.wait_for(lambda: metrics(lab)[-1]["updates"] >= lost_at + 20, 30, "ASGD to go on with client 0")
+    lab.start_client(1)
+    lab.wait_for(lambda: "client 1 is back" in lab.log(), 60, "the new client 1 to rejoin")
+    lab.finish()
+    updates = read_jsonl(lab.run_dir / "updates.jsonl")
+    back_at = next(i for i, u in enumerate(updates) if u["update"] > lost_at and u["client"] == 1)
+    assert sum(u["client"] == 1 for u in updates[back_at:]) > 10  # the new process contributes again
+    rows = {r["client"]: r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
+    assert rows[1]["lost"] == 1 and rows[1]["rejoined"] == 1 and rows[1]["steps"] > 10
+    assert lab.clients[1].wait(30) == 0 and lab.clients[0].wait(30) == 0, lab.output()
+
+
+def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_for):
+    """SIGKILL the coordinator mid-run; its clients notice the silence and retry with backoff; a new
+    `edgesync coordinator --resume RUN_DIR` on the same port goes on from the checkpoint with them."""
+    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1"], updates=150, budget_s=90,
+                           checkpoint={"every_updates": 20}))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    lab.start_client(0)
+    lab.start_client(1)
+
+    def saved():
+        try:
+            found = checkpoint.load(lab.run_dir)
+        except checkpoint.CheckpointError:
+            return None
+        return found if found and found.current and found.current["updates"] >= 40 else None
+
+    at = lab.wait_for(saved, 120, "a checkpoint at 40 updates")
+    lab.coordinator.kill()
+    lab.coordinator.wait()
+    lab.coordinator = None  # gone on purpose
+    lines_before = (lab.run_dir / "metrics.jsonl").read_text().splitlines()
+    client_out = sorted(lab.tmp.glob("client-*.out"))
+    lab.wait_for(lambda: all("reconnecting" in p.read_text() for p in client_out), 30,
+                 "both clients to notice the coordinator is gone")
+    lab.start_coordinator("--resume", str(lab.run_dir))
+    lab.finish()
+    assert all(lab.clients[r].wait(30) == 0 for r in (0, 1)), lab.output()
+    after = (lab.run_dir / "metrics.jsonl").read_text().splitlines()
+    assert after[:len(lines_before)] == lines_before and len(set(after)) == len(after)
+    rows = [json.loads(line) for line in after[len(lines_before):]]
+    assert rows[0]["updates"] >= at.current["updates"] and rows[-1]["updates"] == 150
+    assert json.loads((lab.run_dir / "summary.json").read_text())["ssgd"]["updates"] == 150
