@@ -13,6 +13,7 @@
     edgesync profiles                                 # the device profiles
     edgesync report runs/quickstart-…                 # re-render a run folder's report
     edgesync flower-up --nodes 2 --run scenarios/flower_fedavg.yaml   # the same on a local Flower SuperLink
+    edgesync reproduce --quick                        # the papers' claims, ours beside theirs
 """
 from __future__ import annotations
 
@@ -313,6 +314,41 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder")):
         err.print(f"[red]{run_dir}: not a run folder (no metrics.jsonl)[/red]", highlight=False)
         raise typer.Exit(2)
     out.print(f"report: {render_report(run_dir)}", highlight=False)
+
+
+@app.command()
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: about 15 minutes on 2 cores"),
+              runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
+              out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
+              reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
+              only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run"),
+              write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
+              quiet: bool = typer.Option(False, "--quiet", "-q")):
+    """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours."""
+    from edgesync import reproduce as rp
+    if runtime not in ("sim", "live"):
+        err.print(f"[red]--runtime must be sim or live, not {runtime!r}[/red]", highlight=False)
+        raise typer.Exit(2)
+    keys = [e.key for e in rp.EXPERIMENTS]
+    chosen = [k.strip() for k in only.split(",")] if only else None
+    if chosen and set(chosen) - set(keys):
+        err.print(f"[red]--only: unknown {sorted(set(chosen) - set(keys))}; experiments are {keys}[/red]",
+                  highlight=False)
+        raise typer.Exit(2)
+    root = reuse or out_dir
+    if reuse is None:
+        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet)
+    results = rp.evaluate(root)
+    if not results:
+        err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
+        raise typer.Exit(1)
+    text = rp.table(results)
+    mode = f"{'quick' if quick else 'full'}, {runtime}" if reuse is None else f"from {root}"
+    (root / "claims.md").write_text(text + "\n")
+    out.print(text, highlight=False)
+    if write_docs:
+        rp.write_docs(text, mode)
+        out.print("table written to docs/results.md", highlight=False)
 
 
 @app.command("flower-up")
