@@ -38,9 +38,9 @@ class Experiment:
 
 EXPERIMENTS = (
     Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml",
-               quick=(_ESYNC_ALGOS, "stop.time_budget_s=50", "eval.test_size=1000"), full=(_ESYNC_ALGOS,)),
+               quick=(_ESYNC_ALGOS, "stop.stop_at_target=true", "eval.test_size=1000"), full=(_ESYNC_ALGOS,)),
     Experiment("esync_noniid", "scenarios/esync_fmnist_noniid.yaml",
-               quick=("algorithms=[{name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]", "stop.time_budget_s=30",
+               quick=("algorithms=[{name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]", "stop.time_budget_s=15",
                       "eval.test_size=1000"),
                full=("algorithms=[{name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]",)),
     Experiment("shat_scale", "scenarios/shat_scale.yaml",  # lr 0.05 diverges at n = 16 (docs/results.md)
