@@ -201,13 +201,10 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
     with RunRecorder(run_dir) as recorder:
         resolved = sc.resolved()
         try:
-            checkpoints = Checkpointer(run_dir, resolved, sc.checkpoint.every_updates, fresh=resume is None)
+            checkpoints = Checkpointer.open(run_dir, resolved, sc.checkpoint.every_updates, resume is not None)
         except CheckpointError as exc:
             err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
             raise typer.Exit(2) from None
-        if resume is not None and checkpoints.state.current is None and not checkpoints.state.done:
-            err.print(f"[red]cannot resume:[/red] {run_dir} has no checkpoint", highlight=False)
-            raise typer.Exit(2)
         recorder.write_scenario(resolved)
         coord = Coordinator(sc, recorder, bind=bind, progress=display, keys=keys)
         coord.checkpoints = checkpoints

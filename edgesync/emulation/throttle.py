@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from edgesync.emulation.profiles import FactorSampler
+from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.trainer import Interrupt, StepAborted
 
 
@@ -54,5 +54,10 @@ class Throttle:
         return time.perf_counter() - started
 
 
+def is_throttled(profile: Profile) -> bool:
+    """Anything but constant ×1 slows the steps (and needs the undisturbed step measured first)."""
+    return not (profile.kind == "constant" and profile.factor == 1.0)
+
+
 def needs_throttle(sampler: FactorSampler) -> bool:
-    return not (sampler.profile.kind == "constant" and sampler.profile.factor == 1.0)
+    return is_throttled(sampler.profile)

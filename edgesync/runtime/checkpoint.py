@@ -117,7 +117,15 @@ class Checkpointer:
             raise CheckpointError(f"{self.run_dir / CHECKPOINT_FILE} was written by another scenario than "
                                   f"{self.run_dir / 'scenario.yaml'}: cannot resume from it")
         self.state = found or Checkpoint(scenario=digest)
-        self._next = 0
+        self._next = self.every
+
+    @classmethod
+    def open(cls, run_dir: Path, resolved: dict, every_updates: int, resume: bool) -> Checkpointer:
+        """A fresh run's checkpoints, or (`resume`) the ones a killed run left: CheckpointError if none."""
+        checkpoints = cls(run_dir, resolved, every_updates, fresh=not resume)
+        if resume and checkpoints.state.current is None and not checkpoints.state.done:
+            raise CheckpointError(f"{run_dir}: no checkpoint to resume from (checkpoint.pt is missing)")
+        return checkpoints
 
     def is_done(self, key: str) -> bool:
         return key in self.state.done
@@ -132,7 +140,7 @@ class Checkpointer:
         return current
 
     def due(self, updates: int) -> bool:
-        return self.every > 0 and updates >= max(self._next, 1)
+        return self.every > 0 and updates >= self._next
 
     def save_progress(self, key: str, server_state: dict, elapsed_s: float, updates: int, **counters: Any) -> None:
         self.state.current = {"key": key, "elapsed_s": elapsed_s, "server": server_state, "updates": updates,
@@ -145,7 +153,7 @@ class Checkpointer:
     def finish(self, key: str) -> None:
         self.state.done.append(key)
         self.state.current = None
-        self._next = 0
+        self._next = self.every
         if self.every > 0:
             save(self.run_dir, self.state)
 

@@ -284,6 +284,7 @@ class EdgeClient:
         self.device = session.trainer.device
         self._model_key = (msg.meta["model"], session.trainer.batch_size, str(self.device))
         session.algorithm.ctx = self.ctx
+        session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat)  # heartbeats between steps
         self.session = session
 
     def _calibrate(self) -> float:
@@ -293,8 +294,8 @@ class EdgeClient:
             self._calibrated[self._model_key] = measure_step_s(s.trainer)
         reference = self._calibrated[self._model_key]
         if needs_throttle(s.sampler):
-            s.throttle = Throttle(s.sampler, reference)
-            s.trainer.hook = s.throttle
+            s.throttle = Throttle(s.sampler, reference, idle=self.ctx.heartbeat)  # and inside long sleeps
+            s.trainer.hook = Beating(s.throttle, self.ctx.heartbeat)
         return reference
 
     def _train(self, sock: ClientSocket, msg: Message) -> None:
@@ -307,9 +308,6 @@ class EdgeClient:
             s.first_train = now
         elif s.last_sent is not None:
             s.wait_s += now - s.last_sent
-        s.trainer.hook = Beating(s.throttle or NoHook(), self.ctx.heartbeat)
-        if s.throttle is not None:
-            s.throttle.idle = self.ctx.heartbeat
         try:
             update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
         except InstructionAborted:

@@ -29,6 +29,7 @@ from edgesync.constants import (HEARTBEAT_INTERVAL_S, JOIN_TIMEOUT_S, NONFINITE_
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import Profile, parse_profile
+from edgesync.emulation.throttle import is_throttled
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.checkpoint import Checkpointer, last_logged_s
 from edgesync.runtime.evaluator import Evaluator, Snapshot
@@ -45,11 +46,6 @@ from edgesync.transport.sockets import CoordinatorSocket
 log = logging.getLogger("edgesync.coordinator")
 
 TEND_EVERY_S = 0.2  # how often the loops look after liveness
-
-
-def needs_calibration(profile: Profile) -> bool:
-    """A throttled client measures its undisturbed step first (constant ×1 needs nothing)."""
-    return not (profile.kind == "constant" and profile.factor == 1)
 
 
 class RunAborted(RuntimeError):
@@ -114,6 +110,7 @@ class Coordinator:
         self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
         self.liveness = Liveness(scenario.faults.client_timeout_s)
         self.joining: dict[int, str] = {}  # rank → what a client coming back mid-algorithm owes: READY, CALIBRATED
+        self.set_up_for: dict[int, str] = {}  # rank → the algorithm its client half was last set up for
         self._next_tend = 0.0
         self._short_since: float | None = None  # when the live clients fell below what the algorithm needs
 
@@ -422,13 +419,18 @@ class Coordinator:
             self._dispatch(server.on_client_lost(rank))  # a barrier closes without it; ESync stops waiting
 
     def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
-        """A lost client spoke: the same process (it was paused or cut off) is back now; a new one that said
-        HELLO is back once it is set up (READY, then CALIBRATED if throttled)."""
+        """A lost client spoke. One set up for the algorithm in progress (the same process, paused or cut
+        off) is back now; any other (a new process that said HELLO, or one lost in an earlier algorithm)
+        is set up first and back once it answers (READY, then CALIBRATED if throttled)."""
         owed = self.joining.get(rank)
+        if owed is None and self.set_up_for.get(rank) != self.current.config.key:
+            self.joining[rank] = "READY"
+            self._send_setup(self.current.config, rank)
+            return []
         if owed is not None:
             if msg.type != owed:
                 return []
-            if msg.type == "READY" and needs_calibration(self.peers[rank].profile):
+            if msg.type == "READY" and is_throttled(self.peers[rank].profile):
                 self.joining[rank] = "CALIBRATED"
                 self.sock.send(self.peers[rank].identity, Message("CALIBRATE"))
                 return []
@@ -461,10 +463,9 @@ class Coordinator:
             return []
         self.ranks.pop(self.peers[asked].identity, None)
         del self.peers[asked]
+        self.set_up_for.pop(asked, None)  # a new process: nothing is set up on it
         self._admit(identity, Message("HELLO", {**msg.meta, "rank": asked}))
-        self.joining[asked] = "READY"
-        self._send_setup(self.current.config, asked)
-        return []
+        return self._back(server, asked, msg)
 
     # -- evaluation and counters -----------------------------------------------------------------
     def _traffic(self) -> tuple[int, int]:
@@ -511,6 +512,7 @@ class Coordinator:
             "device": sc.clients[rank].device,
         }
         self.sock.send(peer.identity, Message("SETUP", meta, {"indices": torch.from_numpy(self.splits[rank])}))
+        self.set_up_for[rank] = config.key
 
     def _setup_clients(self, config: AlgorithmConfig) -> None:
         for rank in self.liveness.alive(self.peers):
@@ -521,7 +523,7 @@ class Coordinator:
     def _calibrate_clients(self) -> None:
         """One client at a time, so each measures its undisturbed step time."""
         for rank, peer in sorted(self.peers.items()):
-            if not needs_calibration(peer.profile) or rank in self.liveness.lost:
+            if not is_throttled(peer.profile) or rank in self.liveness.lost:
                 continue
             self.progress.status(f"calibrating client {rank}")
             self.sock.send(peer.identity, Message("CALIBRATE"))
@@ -577,8 +579,7 @@ class Coordinator:
             elif rank is None:  # a client coming back between algorithms tries again, later
                 self._reject(identity, "between algorithms; say HELLO again in a moment", fatal=msg.type != "HELLO")
             elif rank in self.liveness.lost:
-                self.liveness.back(rank)  # alive after all; it joins the next algorithm
-                log.info("client %d is back (between algorithms)", rank)
+                pass  # it is taken back, and set up, once the next algorithm runs
             elif msg.type == "ERROR":
                 reason = msg.meta.get("reason")
                 if strict and rank in waiting:

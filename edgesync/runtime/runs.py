@@ -37,10 +37,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
     if resume and scenario.runtime != "live":
         raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     with RunRecorder(run_dir) as recorder:
-        checkpoints = (Checkpointer(run_dir, resolved, scenario.checkpoint.every_updates, fresh=not resume)
+        checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume)
                        if scenario.runtime == "live" else None)
-        if resume and checkpoints.state.current is None and not checkpoints.state.done:
-            raise CheckpointError(f"{run_dir}: no checkpoint to resume from (checkpoint.pt is missing)")
         recorder.write_scenario(resolved)
         try:
             for variant in runs:

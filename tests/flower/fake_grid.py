@@ -85,4 +85,5 @@ class FakeGrid(Grid):
             return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
 
     def send_and_receive(self, messages, *, timeout=None):
-        raise NotImplementedError
+        # GridSocket only pushes and pulls (one message in flight per node); a blocking round is not used
+        raise NotImplementedError("FakeGrid serves push_messages/pull_messages only, as GridSocket uses")

@@ -106,9 +106,9 @@ def lab_for(tmp_path):
         lab.close()
 
 
-def scenario(algorithm: dict, clients: list, updates: int, budget_s: float = 90, **extra) -> dict:
+def scenario(algorithm: dict | list[dict], clients: list, updates: int, budget_s: float = 90, **extra) -> dict:
     return {"name": "faults", "seed": 2, "dataset": {"name": "fashion_mnist", "train_size": 2000},
-            "clients": clients, "algorithms": [algorithm],
+            "clients": clients, "algorithms": algorithm if isinstance(algorithm, list) else [algorithm],
             "stop": {"time_budget_s": budget_s, "max_updates": updates, "target_acc": 0.5},
             "eval": {"every_s": 0.5, "test_size": 200}, "faults": {"client_timeout_s": TIMEOUT_S}, **extra}
 
@@ -196,3 +196,26 @@ def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_f
     rows = [json.loads(line) for line in after[len(lines_before):]]
     assert rows[0]["updates"] >= at.current["updates"] and rows[-1]["updates"] == 150
     assert json.loads((lab.run_dir / "summary.json").read_text())["ssgd"]["updates"] == 150
+
+
+def test_a_client_lost_in_one_algorithm_is_set_up_for_the_next_when_it_returns(lab_for):
+    """Paused through the end of ASGD, client 1 misses SSGD's set-up; resumed, it is set up for SSGD
+    (not simply counted back, which would leave the barrier waiting for a client with no session)."""
+    lab = lab_for(scenario([{"name": "asgd", "lr": 0.05}, {"name": "ssgd", "lr": 0.1}], ["x1", "x1"], updates=300,
+                           budget_s=60))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    lab.start_client(0)
+    lab.start_client(1)
+    lab.wait_for(lambda: len(metrics(lab)) >= 3, 120, "training to start")
+    paused = psutil.Process(lab.clients[1].pid)
+    paused.suspend()
+    lab.wait_for(lambda: "client 1 lost: silent for" in lab.log(), 30, "the paused client to be lost")
+    lab.wait_for(lambda: any(r["algorithm"] == "ssgd" for r in metrics(lab)), 60, "SSGD to start without it")
+    paused.resume()
+    lab.wait_for(lambda: "client 1 is back" in lab.log(), 30, "the paused client to be set up and back")
+    lab.finish()
+    rows = {(r["algorithm"], r["client"]): r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
+    assert rows[("asgd", 1)]["lost"] == 1 and rows[("asgd", 1)]["error"].startswith("lost:")
+    assert rows[("ssgd", 1)]["rejoined"] == 1 and rows[("ssgd", 1)]["steps"] > 0 and "error" not in rows[("ssgd", 1)]
+    assert [r for r in metrics(lab) if r["algorithm"] == "ssgd"][-1]["updates"] == 300
+    assert all(lab.clients[r].wait(30) == 0 for r in (0, 1)), lab.output()
