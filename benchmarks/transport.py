@@ -8,7 +8,8 @@ through `CoordinatorSocket`/`ClientSocket` (header JSON, per-tensor frames, vali
 counters, zero-copy above 64 kB); "bare" sends the same two frames with `send_multipart` and does
 nothing else. The client runs in its own process over tcp://127.0.0.1. Each figure is measured
 twice, in child processes started with and without the allocator settings the runtime exports
-(`constants.MALLOC_ENV`: glibc maps fresh memory for every message above 32 MB otherwise).
+(`constants.MALLOC_ENV`: glibc maps fresh memory for every message above 32 MB otherwise), as the
+median of several short runs of each side in alternating order.
 
 Small messages: ESync's State Server queries (QUERY → REPLY, a few bytes of JSON each) from 1 and
 16 clients, each keeping one query outstanding; queries answered per second, ours vs bare.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -133,25 +135,35 @@ def run_child(args: argparse.Namespace, malloc: bool) -> dict:
     if malloc:
         env.update(MALLOC_ENV)
     cmd = [sys.executable, __file__, "--measure", "--sizes", args.sizes, "--seconds", str(args.seconds),
-           "--clients", args.clients]
+           "--clients", args.clients, "--rounds", str(args.rounds)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
+def side_by_side(mode: str, size_mb: float, clients: int, args: argparse.Namespace) -> dict:
+    """Median rate of `args.rounds` runs of each, in alternating order (ours, bare, bare, ours, …):
+    whichever runs first or second in a pair has no lasting advantage (caches, CPU clocks)."""
+    rates: dict = {"ours": [], "bare": []}
+    for r in range(args.rounds):
+        for kind in (("ours", "bare") if r % 2 == 0 else ("bare", "ours")):
+            rates[kind].append(serve(kind, mode, size_mb, args.seconds / args.rounds, clients, dict(os.environ)))
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
 def measure(args: argparse.Namespace) -> dict:
-    env = dict(os.environ)
     out: dict = {"dense": {}, "queries": {}}
     for size in [float(s) for s in args.sizes.split(",")]:
-        out["dense"][str(size)] = {k: serve(k, "dense", size, args.seconds, 1, env) for k in ("ours", "bare")}
+        out["dense"][str(size)] = side_by_side("dense", size, 1, args)
     for n in [int(c) for c in args.clients.split(",")]:
-        out["queries"][str(n)] = {k: serve(k, "queries", 0, args.seconds, n, env) for k in ("ours", "bare")}
+        out["queries"][str(n)] = side_by_side("queries", 0, n, args)
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.4,4,44", help="payload sizes in MB")
-    ap.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    ap.add_argument("--seconds", type=float, default=4.0, help="per figure, split over its rounds")
+    ap.add_argument("--rounds", type=int, default=4, help="runs of each side per figure, in alternating order")
     ap.add_argument("--clients", default="1,16", help="query clients")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--client", nargs=6, help=argparse.SUPPRESS)

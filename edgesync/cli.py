@@ -33,6 +33,13 @@ err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 
+@app.callback()
+def _start() -> None:
+    # Before any model-sized buffer exists: large messages then reuse memory (runtime/allocator.py).
+    from edgesync.runtime.allocator import tune_allocator
+    tune_allocator()
+
+
 def _load(path: Path, overrides: list[str]):
     from edgesync.scenario import ScenarioError, load_scenario
     try:

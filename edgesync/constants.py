@@ -18,7 +18,8 @@ CALIBRATION_WARMUP_STEPS = 3
 CALIBRATION_STEPS = 10
 
 # glibc maps fresh memory for every allocation above its mmap threshold (32 MiB by default), which
-# slows large ZeroMQ messages ~2.5x; client processes start with these raised.
+# slows large ZeroMQ messages; processes the runtime starts get these, and every edgesync command sets
+# them with mallopt(3) at start-up (runtime/allocator.py).
 MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 # Below this, pyzmq copies faster than it can track a zero-copy buffer.
 _ZERO_COPY_MIN_BYTES = 64 * 1024
+# Plain ints: looking zmq's enum members up costs more than the calls that use them.
+_RCVMORE, _SNDMORE = int(zmq.RCVMORE), int(zmq.SNDMORE)
 # While a client waits for its first handshake, how often it looks at the handshake's events.
 _HANDSHAKE_CHECK_S = 0.05
 
@@ -41,13 +43,36 @@ def _frames_size(frames) -> int:
     return sum(len(f.buffer) if isinstance(f, zmq.Frame) else len(f) for f in frames)
 
 
-def _send(sock: zmq.Socket, frames: list) -> None:
-    big = any(len(f) >= _ZERO_COPY_MIN_BYTES for f in frames)
-    sock.send_multipart(frames, copy=not big)
+def _send(sock: zmq.Socket, frames: list) -> int:
+    """Send, each frame copied or zero-copy by its size; returns the frames' bytes."""
+    total, last = 0, len(frames) - 1
+    for i, f in enumerate(frames):
+        n = len(f)
+        total += n
+        sock.send(f, _SNDMORE if i < last else 0, copy=n < _ZERO_COPY_MIN_BYTES)
+    return total
+
+
+def _recv(sock: zmq.Socket, copied: int) -> tuple[list, int]:
+    """One message's frames and their bytes: the first `copied` (routing id, header) as bytes, the
+    tensors after them as zero-copy zmq.Frames."""
+    frames, total, more = [], 0, True
+    while more:
+        if len(frames) < copied:
+            f = sock.recv()
+            total += len(f)
+        else:
+            f = sock.recv(copy=False)
+            total += len(f.buffer)
+        frames.append(f)
+        more = sock.getsockopt(_RCVMORE)
+    return frames, total
 
 
 def _poll_paced(poller: zmq.Poller, pacer: Pacer, release, timeout_s: float) -> bool:
     """Wait up to `timeout_s` for input, releasing paced messages as their times come."""
+    if not pacer:  # nothing held: no deadline to keep
+        return bool(poller.poll(max(0, int(timeout_s * 1000))))
     deadline = time.perf_counter() + timeout_s
     while True:
         release()
@@ -102,14 +127,14 @@ class CoordinatorSocket:
 
     def send(self, peer: bytes, message: Message) -> int:
         frames = message.to_frames()
-        size = _frames_size(frames)
         self.last_send[peer] = time.monotonic()  # heartbeats go only to peers sent nothing lately
         if self.pacer.shapes(peer):
+            size = _frames_size(frames)
             self.pacer.hold(peer, frames, size)
             self.bytes_out[peer] += size
             return size
         try:
-            _send(self.sock, [peer, *frames])
+            size = _send(self.sock, [peer, *frames]) - len(peer)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the peer disconnected
             log.warning("cannot send %s to %r: %s", message.type, peer, exc)
             return 0
@@ -127,9 +152,9 @@ class CoordinatorSocket:
         """The next message, a ProtocolError for a bad one (with its sender), or None on timeout."""
         if not _poll_paced(self._poller, self.pacer, self._release, timeout_s):
             return None
-        frames = self.sock.recv_multipart(copy=False)
-        peer = frames[0].bytes
-        self.bytes_in[peer] += _frames_size(frames[1:])
+        frames, size = _recv(self.sock, copied=2)
+        peer = frames[0]
+        self.bytes_in[peer] += size - len(peer)
         try:
             return peer, Message.from_frames(frames[1:], CLIENT_TYPES)
         except ProtocolError as exc:
@@ -178,12 +203,12 @@ class ClientSocket:
 
     def send(self, message: Message) -> int:
         frames = message.to_frames()
-        size = _frames_size(frames)
         self.last_send = time.monotonic()
         if self.pacer.shapes(None):
+            size = _frames_size(frames)
             self.pacer.hold(None, frames, size)
         else:
-            _send(self.sock, frames)
+            size = _send(self.sock, frames)
         self.bytes_out += size
         return size
 
@@ -200,8 +225,8 @@ class ClientSocket:
                 return None
         if not _poll_paced(self._poller, self.pacer, self._release, timeout_s):
             return None
-        frames = self.sock.recv_multipart(copy=False)
-        self.bytes_in += _frames_size(frames)
+        frames, size = _recv(self.sock, copied=1)
+        self.bytes_in += size
         self.last_recv = time.monotonic()
         return Message.from_frames(frames, COORDINATOR_TYPES)
 

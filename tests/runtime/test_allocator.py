@@ -1,0 +1,52 @@
+"""The allocator tuning: after it, a model-sized buffer comes from the heap, not a fresh mapping."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+_PROBE = """
+import ctypes, sys
+from edgesync.runtime.allocator import tune_allocator
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                 "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+tuned = tune_allocator() if sys.argv[1] == "tune" else None
+before = libc.mallinfo2().hblks
+block = libc.malloc(44_000_000)  # a ResNet-18-sized message
+mapped = libc.mallinfo2().hblks - before
+libc.free(block)
+print(tuned, mapped)
+"""
+
+
+def _probe(mode: str, env: dict | None = None) -> tuple[str, int]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, check=True, env=env)
+    tuned, mapped = out.stdout.split()
+    return tuned, int(mapped)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_large_buffer_is_mapped_afresh_without_tuning_and_taken_from_the_heap_with_it():
+    # Execute
+    plain = _probe("plain")
+    tuned = _probe("tune")
+    # Assert
+    assert plain == ("None", 1)  # glibc's default: above 32 MB, a mapping of its own
+    assert tuned == ("True", 0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_thresholds_the_user_exported_are_left_alone():
+    import os
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 20)}
+    # The user's 1 MB threshold stays: the 44 MB buffer is still mapped.
+    assert _probe("tune", env) == ("True", 1)
