@@ -117,6 +117,21 @@ def test_unsendable_dtype_is_refused_by_name():
         Message("UPDATE", tensors={"w": torch.zeros(2, dtype=torch.float64)}).to_frames()
 
 
+def test_meta_that_is_not_json_is_refused_by_message_type():
+    with pytest.raises(ProtocolError, match="UPDATE meta is not JSON"):
+        Message("UPDATE", {"loss": object()}).to_frames()
+
+
+def test_non_finite_meta_travels_as_null_and_numpy_scalars_as_numbers():
+    import numpy as np
+    # Execute
+    frames = Message("STATS", {"loss": float("nan"), "c": [float("-inf")], "n": np.int64(3),
+                               "lr": np.float32(0.5), 7: "rank key"}).to_frames()
+    meta = Message.from_frames(frames).meta
+    # Assert
+    assert meta == {"loss": None, "c": [None], "n": 3, "lr": 0.5, "7": "rank key"}
+
+
 def test_to_jsonable_turns_numpy_scalars_into_python_numbers():
     import numpy as np
     assert to_jsonable(np.float32(0.5)) == 0.5 and type(to_jsonable(np.float32(0.5))) is float
