@@ -347,12 +347,17 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: a
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
         raise typer.Exit(1)
     text = rp.table(results)
-    mode = f"{'quick' if quick else 'full'}, {runtime}" if reuse is None else f"from {root}"
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
     if write_docs:
-        rp.write_docs(text, mode)
-        out.print("table written to docs/results.md", highlight=False)
+        # The folder's record says how its runs were made; runs without one are taken as --quick says.
+        mode = rp.folder_mode(root) or ("quick" if quick else "full")
+        manifest = rp.read_manifest(root)
+        runtimes = sorted({e["runtime"] for e in manifest.values()}) or [runtime]
+        minutes = sum(e["wall_s"] for e in manifest.values()) / 60
+        note = f"{mode}, {'/'.join(runtimes)}, runs in `{root}`" + (f", {minutes:.0f} min" if manifest else "")
+        rp.write_docs(text, mode, note)
+        out.print(f"table written to docs/results.md ({mode})", highlight=False)
 
 
 @app.command("flower-up")

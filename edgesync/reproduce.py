@@ -7,12 +7,15 @@
 Each experiment is a scenario of scenarios/ run with a few `--set` overrides (fewer algorithms,
 shorter runs in --quick); each claim reads its figure from the run folders' summary.json — the
 paper's figure beside ours, the target the issue set, whether it holds, and the run folder. Nothing
-in the table is typed in. `--write-docs` puts the table between the markers in docs/results.md.
+in the table is typed in. The output folder's reproduce.json records, per experiment, the mode, the
+runtime, the overrides and the wall time. `--write-docs` puts the table into docs/results.md between
+the markers of its mode (quick and full tables are kept side by side).
 """
 from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,7 +24,12 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- reproduce:begin -->", "<!-- reproduce:end -->"
+MANIFEST = "reproduce.json"
+
+
+def markers(mode: str) -> tuple[str, str]:
+    """docs/results.md's markers around the table of `mode` ("quick" or "full")."""
+    return f"<!-- reproduce:{mode}:begin -->", f"<!-- reproduce:{mode}:end -->"
 
 _ESYNC_ALGOS = "algorithms=[{name: ssgd, lr: 0.05}, {name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]"
 _DANA_ALGOS = ("algorithms=[{name: nag_asgd, lr: 0.01, momentum: 0.9, warmup_epochs: 0.5}, "
@@ -123,13 +131,31 @@ CLAIMS = (
 )
 
 
+def read_manifest(out: Path) -> dict:
+    """What `run_suite` recorded in `out`: experiment → {mode, runtime, overrides, wall_s}."""
+    path = out / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def folder_mode(out: Path) -> str | None:
+    """"quick" or "full" if every experiment recorded in `out` ran in that mode, else None."""
+    modes = {e["mode"] for e in read_manifest(out).values()}
+    return modes.pop() if len(modes) == 1 else None
+
+
 def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | None = None,
               progress: bool = True) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(out)
     for exp in EXPERIMENTS:
         if only and exp.key not in only:
             continue
         overrides = [*(exp.quick if quick else exp.full), f"runtime={runtime}"]
+        t0 = time.perf_counter()
         run_scenario(load_scenario(ROOT / exp.scenario, overrides), out / exp.key, progress=progress)
+        manifest[exp.key] = {"mode": "quick" if quick else "full", "runtime": runtime, "scenario": exp.scenario,
+                             "overrides": overrides, "wall_s": round(time.perf_counter() - t0, 1)}
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
 
 
 def evaluate(out: Path) -> list[dict]:
@@ -166,13 +192,14 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(text: str, mode: str, doc: Path = ROOT / "docs" / "results.md") -> None:
-    """Replace what is between the markers in docs/results.md with the table (markers added if missing)."""
-    block = f"{BEGIN}\n_Written by `edgesync reproduce` ({mode})._\n\n{text}\n{END}"
+def write_docs(text: str, mode: str, note: str, doc: Path = ROOT / "docs" / "results.md") -> None:
+    """Replace the table between `mode`'s markers in docs/results.md (a section is added if missing)."""
+    begin, end = markers(mode)
+    block = f"{begin}\n_Written by `edgesync reproduce` ({note})._\n\n{text}\n{end}"
     content = doc.read_text()
-    if BEGIN in content and END in content:
-        head, rest = content.split(BEGIN, 1)
-        content = head + block + rest.split(END, 1)[1]
+    if begin in content and end in content:
+        head, rest = content.split(begin, 1)
+        content = head + block + rest.split(end, 1)[1]
     else:
-        content = content.rstrip("\n") + "\n\n## The papers' claims, reproduced\n\n" + block + "\n"
+        content = content.rstrip("\n") + f"\n\n### The papers' claims, reproduced ({mode})\n\n" + block + "\n"
     doc.write_text(content)

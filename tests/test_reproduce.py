@@ -68,14 +68,31 @@ def test_a_target_never_reached_is_shown_not_guessed(tmp_path):
     assert speedup["value"] is None and speedup["holds"] is None and speedup["why"] == "not reached"
 
 
-def test_write_docs_replaces_only_its_section(tmp_path):
+def test_write_docs_replaces_only_its_own_modes_table(tmp_path):
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n\nhand-written text\n")
-    rp.write_docs("| a |", "quick, sim", doc)
-    rp.write_docs("| b |", "full, sim", doc)
+    # Execute
+    rp.write_docs("| q1 |", "quick", "quick, sim", doc)
+    rp.write_docs("| f1 |", "full", "full, sim", doc)
+    rp.write_docs("| q2 |", "quick", "quick, live", doc)
+    # Assert
     text = doc.read_text()
-    assert text.startswith("# Results\n\nhand-written text\n") and "| b |" in text and "| a |" not in text
-    assert text.count(rp.BEGIN) == 1 and "(full, sim)" in text
+    assert text.startswith("# Results\n\nhand-written text\n")
+    assert "| q2 |" in text and "| f1 |" in text and "| q1 |" not in text
+    assert text.count(rp.markers("quick")[0]) == 1 and text.count(rp.markers("full")[0]) == 1
+    assert "(quick, live)" in text and "(full, sim)" in text
+
+
+def test_the_manifest_says_which_mode_a_folder_ran_in(tmp_path):
+    assert rp.folder_mode(tmp_path) is None  # nothing recorded
+    (tmp_path / rp.MANIFEST).write_text(json.dumps({
+        "dgs": {"mode": "full", "runtime": "sim", "overrides": [], "wall_s": 60.0},
+        "dana": {"mode": "full", "runtime": "sim", "overrides": [], "wall_s": 30.0}}))
+    assert rp.folder_mode(tmp_path) == "full"
+    manifest = json.loads((tmp_path / rp.MANIFEST).read_text())
+    manifest["dana"]["mode"] = "quick"
+    (tmp_path / rp.MANIFEST).write_text(json.dumps(manifest))
+    assert rp.folder_mode(tmp_path) is None  # mixed
 
 
 def test_cli_reads_finished_runs_and_refuses_an_unknown_experiment(tmp_path):
@@ -87,3 +104,20 @@ def test_cli_reads_finished_runs_and_refuses_an_unknown_experiment(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "edgesync.cli", "reproduce", "--only", "nope"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown ['nope']" in bad.stderr
+
+
+def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
+    tiny = ("dataset.train_size=1000", "algorithms=[{name: ssgd, lr: 0.1}, {name: asgd, lr: 0.1}, "
+            "{name: esync, lr: 0.1}]", "stop={time_budget_s: 2, target_acc: 0.3}", "eval={every_s: 1, test_size: 200}",
+            "sim.base_step_s=0.05")
+    monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
+    # Execute
+    rp.run_suite(tmp_path, quick=True, progress=False)
+    # Assert
+    manifest = rp.read_manifest(tmp_path)
+    assert list(manifest) == ["esync_iid"] and rp.folder_mode(tmp_path) == "quick"
+    assert manifest["esync_iid"]["runtime"] == "sim" and manifest["esync_iid"]["wall_s"] > 0
+    assert manifest["esync_iid"]["overrides"][-1] == "runtime=sim"
+    claims = {r["claim"].text: r for r in rp.evaluate(tmp_path)}
+    ratio = claims["ESync bytes/s ÷ ASGD bytes/s"]["value"]
+    assert ratio is not None and 0 < ratio < 1  # ESync sends less than ASGD even in 2 s
