@@ -350,14 +350,12 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: a
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
     if write_docs:
-        # The folder's record says how its runs were made; runs without one are taken as --quick says.
-        mode = rp.folder_mode(root) or ("quick" if quick else "full")
-        manifest = rp.read_manifest(root)
-        runtimes = sorted({e["runtime"] for e in manifest.values()}) or [runtime]
-        minutes = sum(e["wall_s"] for e in manifest.values()) / 60
-        note = f"{mode}, {'/'.join(runtimes)}, runs in `{root}`" + (f", {minutes:.0f} min" if manifest else "")
-        rp.write_docs(text, mode, note)
-        out.print(f"table written to docs/results.md ({mode})", highlight=False)
+        # The folder's record says how its runs were made; runs without one are taken as the options say.
+        key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
+        minutes = sum(e["wall_s"] for e in rp.read_manifest(root).values()) / 60
+        note = f"{key}, runs in `{root}`" + (f", {minutes:.0f} min of runs recorded" if minutes else "")
+        rp.write_docs(text, key, note)
+        out.print(f"table written to docs/results.md ({key})", highlight=False)
 
 
 @app.command("flower-up")

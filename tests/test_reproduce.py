@@ -35,11 +35,12 @@ SUMMARIES = {
     "shat_hetero": {"asp@profile=x100": row(acc=0.84), "shat@profile=x100": row(acc=0.83)},
     "dgs": {"asgd@clients=8": row(acc=0.86, t=180.0, bytes_up=738_000, updates=1000),
             "dgs@clients=8": row(acc=0.87, t=20.0, bytes_up=15_000, updates=1000)},
-    "dana": {"nag_asgd@clients=1×x1": row(acc=0.88), "nag_asgd@clients=16×gamma-hetero": row(diverged=True, gap=0.02),
-             "dana_dc@clients=16×gamma-hetero": row(acc=0.875, gap=0.001)},
+    "dana": {"nag_asgd@clients=1×x1": row(acc=0.88), "nag_asgd@clients=16×gamma-homo": row(diverged=True, gap=0.02),
+             "dana_dc@clients=16×gamma-homo": row(acc=0.85, gap=0.001),
+             "dana_dc@clients=16×gamma-hetero": row(acc=0.875, gap=0.0005)},
 }
 EXPECTED = [(6.0, True), (35 / 228, True), (-2.0, False), (2.0, True), (-1.0, False), (15 / 738, True),
-            (9.0, True), (1.0, True), (20.0, True), (-0.5, True), (-78.0, True)]
+            (9.0, True), (1.0, True), (20.0, True), (-3.0, False), (-78.0, True), (-0.5, True)]
 
 
 def write_runs(root: Path) -> None:
@@ -72,27 +73,28 @@ def test_write_docs_replaces_only_its_own_modes_table(tmp_path):
     doc = tmp_path / "results.md"
     doc.write_text("# Results\n\nhand-written text\n")
     # Execute
-    rp.write_docs("| q1 |", "quick", "quick, sim", doc)
-    rp.write_docs("| f1 |", "full", "full, sim", doc)
-    rp.write_docs("| q2 |", "quick", "quick, live", doc)
+    rp.write_docs("| q1 |", "quick-sim", "first", doc)
+    rp.write_docs("| f1 |", "full-sim", "full", doc)
+    rp.write_docs("| l1 |", "quick-live", "live", doc)
+    rp.write_docs("| q2 |", "quick-sim", "second", doc)
     # Assert
     text = doc.read_text()
     assert text.startswith("# Results\n\nhand-written text\n")
-    assert "| q2 |" in text and "| f1 |" in text and "| q1 |" not in text
-    assert text.count(rp.markers("quick")[0]) == 1 and text.count(rp.markers("full")[0]) == 1
-    assert "(quick, live)" in text and "(full, sim)" in text
+    assert "| q2 |" in text and "| f1 |" in text and "| l1 |" in text and "| q1 |" not in text
+    assert all(text.count(rp.markers(k)[0]) == 1 for k in ("quick-sim", "full-sim", "quick-live"))
+    assert "(second)" in text and "(first)" not in text
 
 
-def test_the_manifest_says_which_mode_a_folder_ran_in(tmp_path):
-    assert rp.folder_mode(tmp_path) is None  # nothing recorded
+def test_the_manifest_says_how_a_folder_was_run(tmp_path):
+    assert rp.folder_key(tmp_path) is None  # nothing recorded
     (tmp_path / rp.MANIFEST).write_text(json.dumps({
         "dgs": {"mode": "full", "runtime": "sim", "overrides": [], "wall_s": 60.0},
         "dana": {"mode": "full", "runtime": "sim", "overrides": [], "wall_s": 30.0}}))
-    assert rp.folder_mode(tmp_path) == "full"
+    assert rp.folder_key(tmp_path) == "full-sim"
     manifest = json.loads((tmp_path / rp.MANIFEST).read_text())
-    manifest["dana"]["mode"] = "quick"
+    manifest["dana"]["runtime"] = "live"
     (tmp_path / rp.MANIFEST).write_text(json.dumps(manifest))
-    assert rp.folder_mode(tmp_path) is None  # mixed
+    assert rp.folder_key(tmp_path) is None  # mixed
 
 
 def test_cli_reads_finished_runs_and_refuses_an_unknown_experiment(tmp_path):
@@ -115,7 +117,7 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
     rp.run_suite(tmp_path, quick=True, progress=False)
     # Assert
     manifest = rp.read_manifest(tmp_path)
-    assert list(manifest) == ["esync_iid"] and rp.folder_mode(tmp_path) == "quick"
+    assert list(manifest) == ["esync_iid"] and rp.folder_key(tmp_path) == "quick-sim"
     assert manifest["esync_iid"]["runtime"] == "sim" and manifest["esync_iid"]["wall_s"] > 0
     assert manifest["esync_iid"]["overrides"][-1] == "runtime=sim"
     claims = {r["claim"].text: r for r in rp.evaluate(tmp_path)}
