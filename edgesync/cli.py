@@ -321,7 +321,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder")):
 
 
 @app.command()
-def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: about 15 minutes on 2 cores"),
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: about 7 minutes on 2 cores"),
               runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
               out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
@@ -352,8 +352,10 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: a
     if write_docs:
         # The folder's record says how its runs were made; runs without one are taken as the options say.
         key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
-        minutes = sum(e["wall_s"] for e in rp.read_manifest(root).values()) / 60
-        note = f"{key}, runs in `{root}`" + (f", {minutes:.0f} min of runs recorded" if minutes else "")
+        manifest = rp.read_manifest(root)
+        timed = all(r["claim"].experiment in manifest for r in results)  # else the total would mislead
+        minutes = sum(e["wall_s"] for e in manifest.values()) / 60
+        note = f"{key}, runs in `{root}`" + (f", {minutes:.1f} min of runs" if timed else "")
         rp.write_docs(text, key, note)
         out.print(f"table written to docs/results.md ({key})", highlight=False)
 

@@ -1,7 +1,7 @@
 """`edgesync reproduce`: the seed papers' headline comparisons, run and checked claim by claim.
 
-    edgesync reproduce --quick            # reduced runs (simulator), about 15 minutes on 2 cores
-    edgesync reproduce                    # the scenarios' own settings
+    edgesync reproduce --quick            # reduced runs (simulator), about 7 minutes on 2 cores
+    edgesync reproduce                    # the scenarios' own settings, about 25 minutes
     edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
 
 Each experiment is a scenario of scenarios/ run with a few `--set` overrides (fewer algorithms,
