@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +163,9 @@ class EdgeClient:
         self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
+        # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
+        # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
+        self.instance = uuid.uuid4().hex
 
     def run(self) -> None:
         torch.set_num_threads(1)
@@ -173,7 +177,8 @@ class EdgeClient:
     def _hello(self) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
         device = str(resolve_device(self.device_override)) if self.device_override else "cpu"
-        return Message("HELLO", {"rank": rank, "profile": self.wish_profile, "info": host_info(device)})
+        return Message("HELLO", {"rank": rank, "profile": self.wish_profile, "info": host_info(device),
+                                 "instance": self.instance})
 
     def _serve(self) -> None:
         self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
@@ -273,9 +278,12 @@ class EdgeClient:
             log.info("coordinator says the run is over")
             return False
         elif msg.type == "ERROR":
-            log.error("coordinator: %s", msg.meta.get("reason"))
             if msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client: {msg.meta.get('reason')}")
+            if msg.meta.get("hello") and self.rank is not None:  # a restarted coordinator: it never knew this socket
+                self._reconnect("the coordinator does not know this connection")
+                return True
+            log.error("coordinator: %s", msg.meta.get("reason"))
         return True
 
     def _setup(self, msg: Message) -> None:

@@ -58,6 +58,10 @@ class Peer:
     identity: bytes
     info: dict[str, Any]
     profile: Profile
+    instance: str | None = None  # the client process's token (HELLO): a new socket of the same process
+
+    def same_process(self, hello: Message) -> bool:
+        return self.instance is not None and hello.meta.get("instance") == self.instance
 
 
 @dataclass
@@ -164,8 +168,10 @@ class Coordinator:
                 self._reject(identity, str(msg))
             elif msg.type == "HELLO":
                 self._admit(identity, msg)
-            elif msg.type != "HEARTBEAT" or identity not in self.ranks:
-                self._reject(identity, f"{msg.type} before HELLO")
+            elif identity not in self.ranks:
+                self._say_hello_first(identity, msg, "")
+            elif msg.type != "HEARTBEAT":
+                self._reject(identity, f"{msg.type} while clients join")
         self.progress.status(f"{want} clients joined")
 
     def _recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
@@ -184,9 +190,16 @@ class Coordinator:
     def _admit(self, identity: bytes, msg: Message) -> None:
         want = len(self.scenario.clients)
         asked = msg.meta.get("rank")
-        free = [r for r in range(want) if r not in self.peers]
         if identity in self.ranks:
             return self._reject(identity, "already joined")
+        holder = self.peers.get(asked) if isinstance(asked, int) else None
+        if holder is not None and holder.same_process(msg):
+            # It gave up waiting for WELCOME on its earlier socket, which has since been answered: the
+            # rank moves to the new socket rather than being refused as taken.
+            log.info("client %d said HELLO again on a new socket: it replaces its earlier one", asked)
+            self.ranks.pop(holder.identity, None)
+            del self.peers[asked]
+        free = [r for r in range(want) if r not in self.peers]
         if asked is not None and (not isinstance(asked, int) or asked not in free):
             return self._reject(identity, f"rank {asked!r} is taken or outside 0..{want - 1}", fatal=True)
         rank = asked if asked is not None else free[0]
@@ -197,7 +210,8 @@ class Coordinator:
             except ValueError as exc:
                 return self._reject(identity, f"profile: {exc}", fatal=True)
         info = msg.meta.get("info") if isinstance(msg.meta.get("info"), dict) else {}
-        self.peers[rank] = Peer(rank, identity, info, profile)
+        instance = msg.meta.get("instance")
+        self.peers[rank] = Peer(rank, identity, info, profile, instance)
         self.ranks[identity] = rank
         up, down = (transport_link(link, self.kernel_shapes) for link in self.scenario.client_links(rank))
         seed = self.scenario.seed * 7919 + 2 * rank  # as the simulator: the same jitter and losses
@@ -212,6 +226,15 @@ class Coordinator:
     def _reject(self, identity: bytes, reason: str, fatal: bool = False) -> None:
         log.warning("message from %r rejected: %s", identity, reason)
         self.sock.send(identity, Message("ERROR", {"reason": reason, "fatal": fatal}))
+
+    def _say_hello_first(self, identity: bytes, msg: Message, when: str) -> None:
+        """Refuse a message from a socket that never said HELLO to this coordinator. Usually it is a
+        client's old socket that ZeroMQ reconnected by itself to a restarted coordinator on the same
+        address: `hello` tells that client to reconnect and ask for its rank (a stranger that does so
+        is then judged on its HELLO)."""
+        reason = f"{msg.type} from a connection that has not said HELLO{when}: say HELLO"
+        log.warning("message from %r rejected: %s", identity, reason)
+        self.sock.send(identity, Message("ERROR", {"reason": reason, "fatal": False, "hello": True}))
 
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
@@ -267,6 +290,7 @@ class Coordinator:
         if saved is None:
             return 0.0
         server.load_state_dict(saved["server"])
+        self._match_membership(server)
         run.samples, run.best_acc = saved["samples"], saved["best_acc"]
         run.reached_target = saved["reached_target"]
         run.traffic0 = (saved["bytes_up"], saved["bytes_down"])
@@ -274,6 +298,16 @@ class Coordinator:
         log.info("%s resumed from its checkpoint at %d updates (%.1f s); the clock goes on at %.1f s",
                  config.key, server.updates, saved["elapsed_s"], elapsed)
         return elapsed
+
+    def _match_membership(self, server: ServerAlgorithm) -> None:
+        """The checkpoint lists the clients the old coordinator had; those alive now are what counts. A
+        client lost while this one set up would otherwise stay in a barrier that waits for it forever.
+        What the calls would send is dropped: `start()` follows and instructs every member."""
+        for rank in sorted(self.liveness.lost):
+            server.on_client_lost(rank)
+        for rank in self.liveness.alive(self.peers):
+            if rank not in server.clients:
+                server.on_client_joined(rank)
 
     def _save_checkpoint(self, server: ServerAlgorithm, now: float) -> None:
         run = self.current
@@ -305,7 +339,7 @@ class Coordinator:
         if rank is None:
             if msg.type == "HELLO":
                 return self._readmit(server, identity, msg)
-            self._reject(identity, "the run is in progress; unknown clients cannot join now", fatal=True)
+            self._say_hello_first(identity, msg, " (the run is in progress)")
             return []
         if rank in self.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
             sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
@@ -457,10 +491,12 @@ class Coordinator:
             self._reject(identity, f"rank {asked!r} is not one of this run's (0..{len(self.scenario.clients) - 1})",
                          fatal=True)
             return []
-        if asked not in self.liveness.lost:  # its old socket may not be known dead yet: the client retries
-            self._reject(identity, f"rank {asked} is held by a live client; if that was you, try again after "
-                                   f"faults.client_timeout_s ({self.liveness.timeout_s:g} s)")
-            return []
+        if asked not in self.liveness.lost:
+            if not self.peers[asked].same_process(msg):  # its old socket may not be known dead yet: it retries
+                self._reject(identity, f"rank {asked} is held by a live client; if that was you, try again after "
+                                       f"faults.client_timeout_s ({self.liveness.timeout_s:g} s)")
+                return []
+            self._lose(asked, "it said HELLO again on a new socket", server)  # the old socket is gone
         self.ranks.pop(self.peers[asked].identity, None)
         del self.peers[asked]
         self.set_up_for.pop(asked, None)  # a new process: nothing is set up on it
@@ -576,8 +612,10 @@ class Coordinator:
             rank = self.ranks.get(identity)
             if isinstance(msg, ProtocolError):
                 self._reject(identity, str(msg))
-            elif rank is None:  # a client coming back between algorithms tries again, later
-                self._reject(identity, "between algorithms; say HELLO again in a moment", fatal=msg.type != "HELLO")
+            elif rank is None and msg.type == "HELLO":  # a client coming back between algorithms tries again
+                self._reject(identity, "between algorithms; say HELLO again in a moment")
+            elif rank is None:
+                self._say_hello_first(identity, msg, " (between algorithms)")
             elif rank in self.liveness.lost:
                 pass  # it is taken back, and set up, once the next algorithm runs
             elif msg.type == "ERROR":

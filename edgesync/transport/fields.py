@@ -51,7 +51,7 @@ COUNT: Rule = (_count, "an integer in [0, 2**53)", False)
 
 FIELDS: dict[str, dict[str, Rule]] = {
     "HELLO": {"rank": (_count, "an integer ≥ 0", True), "profile": (_profile, "a profile name or mapping", True),
-              "info": (_mapping, "an object", True)},
+              "info": (_mapping, "an object", True), "instance": (_text, "a string", True)},
     "READY": {"label": (_text, "a string", True)},
     "CALIBRATED": {"reference_s": (_positive, "a finite number of seconds > 0", True)},
     "UPDATE": {"version": COUNT, "steps": COUNT, "samples": COUNT, "aborted_steps": COUNT,

@@ -72,7 +72,8 @@ def test_bad_messages_during_training_do_not_disturb_the_run(loopback):
     run.join()
     assert run.error is None, run.error
     assert all(r["type"] == "ERROR" for r in replies)
-    assert "unknown clients cannot join now" in replies[-1]["meta"]["reason"]
+    assert "has not said HELLO (the run is in progress)" in replies[-1]["meta"]["reason"]
+    assert replies[-1]["meta"]["hello"] and not replies[-1]["meta"]["fatal"]
     metrics = read_jsonl(run.run_dir / "metrics.jsonl")
     assert metrics[-1]["updates"] > 10
     assert all(r["test_acc"] == r["test_acc"] for r in metrics)  # no NaN got in

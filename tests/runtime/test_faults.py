@@ -16,8 +16,11 @@ import psutil
 import pytest
 import yaml
 
+from raw_client import RawClient
+
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime import checkpoint
+from edgesync.transport.protocol import Message
 
 pytestmark = pytest.mark.slow
 
@@ -164,11 +167,8 @@ def test_a_killed_client_is_replaced_by_a_new_process_under_the_same_rank(lab_fo
     assert lab.clients[1].wait(30) == 0 and lab.clients[0].wait(30) == 0, lab.output()
 
 
-def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_for):
-    """SIGKILL the coordinator mid-run; its clients notice the silence and retry with backoff; a new
-    `edgesync coordinator --resume RUN_DIR` on the same port goes on from the checkpoint with them."""
-    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1"], updates=150, budget_s=90,
-                           checkpoint={"every_updates": 20}))
+def checkpointed_ssgd_then_killed(lab: Lab) -> checkpoint.Checkpoint:
+    """Two clients train SSGD until a checkpoint at ≥ 40 of 150 updates; then SIGKILL the coordinator."""
     lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
     lab.start_client(0)
     lab.start_client(1)
@@ -184,6 +184,15 @@ def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_f
     lab.coordinator.kill()
     lab.coordinator.wait()
     lab.coordinator = None  # gone on purpose
+    return at
+
+
+def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_for):
+    """SIGKILL the coordinator mid-run; its clients notice the silence and retry with backoff; a new
+    `edgesync coordinator --resume RUN_DIR` on the same port goes on from the checkpoint with them."""
+    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1"], updates=150, budget_s=90,
+                           checkpoint={"every_updates": 20}))
+    at = checkpointed_ssgd_then_killed(lab)
     lines_before = (lab.run_dir / "metrics.jsonl").read_text().splitlines()
     client_out = sorted(lab.tmp.glob("client-*.out"))
     lab.wait_for(lambda: all("reconnecting" in p.read_text() for p in client_out), 30,
@@ -196,6 +205,74 @@ def test_the_coordinator_killed_and_resumed_takes_its_waiting_clients_back(lab_f
     rows = [json.loads(line) for line in after[len(lines_before):]]
     assert rows[0]["updates"] >= at.current["updates"] and rows[-1]["updates"] == 150
     assert json.loads((lab.run_dir / "summary.json").read_text())["ssgd"]["updates"] == 150
+
+
+def test_a_coordinator_resumed_at_once_tells_the_clients_old_sockets_to_say_hello(lab_for):
+    """Resumed before its clients notice the silence (their timeout here is long), the new coordinator
+    hears them on their old sockets, which ZeroMQ reconnected by itself. It tells them to say HELLO:
+    they rejoin at once, rather than being refused as strangers or waiting out their timeout."""
+    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1"], updates=150, budget_s=90,
+                           checkpoint={"every_updates": 20}, faults={"client_timeout_s": 60}))
+    checkpointed_ssgd_then_killed(lab)
+    lab.start_coordinator("--resume", str(lab.run_dir))
+    lab.finish()
+    assert all(lab.clients[r].wait(30) == 0 for r in (0, 1)), lab.output()
+    told = [p.read_text() for p in sorted(lab.tmp.glob("client-*.out"))]
+    assert all("the coordinator does not know this connection: reconnecting" in text for text in told), lab.output()
+    assert metrics(lab)[-1]["updates"] == 150
+
+
+def test_a_client_lost_while_the_resumed_coordinator_sets_up_is_not_waited_for(lab_for):
+    """The checkpoint's barrier holds both clients. After the resume, rank 1 is taken by a socket that
+    never answers SETUP (as one a client gave up on after its HELLO): it is lost, and the resumed SSGD
+    must go on with client 0 alone, not wait for rank 1's update until the time budget runs out."""
+    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1"], updates=150, budget_s=60,
+                           checkpoint={"every_updates": 20}))
+    checkpointed_ssgd_then_killed(lab)
+    lab.clients[1].kill()
+    lab.clients[1].wait()
+    lab.start_coordinator("--resume", str(lab.run_dir))
+    mute = RawClient(lab.address)
+    try:
+        mute.send(Message("HELLO", {"rank": 1, "info": {"host": "mute"}}))
+        mute.expect("WELCOME")
+        lab.wait_for(lambda: "client 1 lost" in lab.log(), 60, "the mute rank 1 to be lost")
+        lab.finish()
+    finally:
+        mute.close()
+    resumed = [r for r in metrics(lab) if r["algorithm"] == "ssgd"]
+    assert resumed[-1]["updates"] == 150 and resumed[-1]["time_s"] < 55, resumed[-1]
+    assert lab.clients[0].wait(30) == 0, lab.output()
+
+
+def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
+    """A client whose HELLO was answered only after it gave up on that socket says HELLO again on a new
+    one: the same process (its instance token), so the rank moves to the new socket instead of being
+    refused as taken — which would end the client."""
+    lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=30, budget_s=60))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    hello = Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "same-process"})
+    first, second, rival = RawClient(lab.address), RawClient(lab.address), RawClient(lab.address)
+    try:
+        first.send(hello)
+        assert first.expect("WELCOME").meta["rank"] == 1
+        first.close()  # gone, as the client closes a socket it stopped waiting on
+        rival.send(Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "another-process"}))
+        refused = rival.expect("ERROR")
+        assert refused.meta["fatal"] and "rank 1 is taken" in refused.meta["reason"]
+        second.send(hello)
+        assert second.expect("WELCOME").meta["rank"] == 1
+        lab.start_client(0)
+        setup = second.expect("SETUP")
+        second.send(Message("READY", {"label": setup.meta["label"]}))
+        second.expect("TRAIN")
+        second.finish_in_background()
+        lab.finish()
+    finally:
+        for raw in (second, rival):
+            raw.close()
+    assert "replaces its earlier one" in lab.log()
+    assert metrics(lab)[-1]["updates"] == 30
 
 
 def test_a_client_lost_in_one_algorithm_is_set_up_for_the_next_when_it_returns(lab_for):
