@@ -81,14 +81,11 @@ class Message:
         for name, t in self.tensors.items():
             if t.dtype not in _DTYPE_NAMES:
                 raise ProtocolError(f"tensor {name!r}: dtype {t.dtype} cannot be sent")
-            t = t.detach()
-            if t.device.type != "cpu":
-                t = t.cpu()
-            if not t.is_contiguous():
-                t = t.contiguous()
+            if t.requires_grad or t.is_cuda or not t.is_contiguous():  # else as it is: a message's µs count
+                t = t.detach().cpu().contiguous()
             specs.append({"name": name, "dtype": _DTYPE_NAMES[t.dtype], "shape": list(t.shape)})
-            # A flat uint8 view: one buffer type, len() in bytes, for every dtype.
-            payload.append(memoryview(t.numpy().reshape(-1).view(np.uint8)) if t.numel() else b"")
+            # A flat byte view: one buffer type, len() in bytes, for every dtype.
+            payload.append(memoryview(t.numpy()).cast("B") if t.numel() else b"")
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,
                   "tensors": specs}
         return [_dumps(header), *payload]
@@ -161,7 +158,8 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
             return name, torch.zeros(shape, dtype=torch_dtype)
         except (RuntimeError, TypeError, OverflowError):  # e.g. [0, 10**30]: no bytes, but no tensor either
             raise ProtocolError(f"tensor {name!r}: shape {shape!r} is too large") from None
-    return name, torch.frombuffer(buf, dtype=torch_dtype).view(shape)
+    flat = torch.frombuffer(buf, dtype=torch_dtype)
+    return name, flat if len(shape) == 1 else flat.view(shape)
 
 
 def host_info(device: str) -> dict[str, Any]:
