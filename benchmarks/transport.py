@@ -11,6 +11,9 @@ twice, in child processes started with and without the allocator settings the ru
 (`constants.MALLOC_ENV`: glibc maps fresh memory for every message above 32 MB otherwise), as the
 median of several short runs of each side in alternating order.
 
+`--pin` keeps the coordinator side on one core and the client on another (with two or more cores);
+by default the scheduler places them, as it would a real run.
+
 Small messages: ESync's State Server queries (QUERY → REPLY, a few bytes of JSON each) from 1 and
 16 clients, each keeping one query outstanding; queries answered per second, ours vs bare.
 """
@@ -33,12 +36,23 @@ from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
 
+_PIN_ENV = "EDGESYNC_TRANSPORT_BENCH_PIN"  # set for the children: pin to separate cores
+
+
+def _pin(core: int) -> None:
+    """Keep this process (and the threads it starts) on one core, if asked and there are two."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if os.environ.get(_PIN_ENV) == "1" and len(cores) >= 2:
+        os.sched_setaffinity(0, {cores[core]})
+
+
 def _numel(size_mb: float) -> int:
     return int(size_mb * 1e6 / 4)
 
 
 # -- the client process -----------------------------------------------------------------------------
 def client_main(kind: str, mode: str, address: str, size_mb: float, seconds: float, clients: int) -> None:
+    _pin(1)
     torch.set_num_threads(1)
     if mode == "dense":
         tensor = torch.ones(_numel(size_mb))
@@ -134,6 +148,7 @@ def run_child(args: argparse.Namespace, malloc: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
     if malloc:
         env.update(MALLOC_ENV)
+    env[_PIN_ENV] = "1" if args.pin else "0"
     cmd = [sys.executable, __file__, "--measure", "--sizes", args.sizes, "--seconds", str(args.seconds),
            "--clients", args.clients, "--rounds", str(args.rounds)]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
@@ -165,6 +180,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0, help="per figure, split over its rounds")
     ap.add_argument("--rounds", type=int, default=4, help="runs of each side per figure, in alternating order")
     ap.add_argument("--clients", default="1,16", help="query clients")
+    ap.add_argument("--pin", action="store_true", help="coordinator side on one core, client on another")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--client", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -172,6 +188,7 @@ def main() -> None:
         kind, mode, address, size, seconds, clients = args.client
         return client_main(kind, mode, address, float(size), float(seconds), int(clients))
     if args.measure:
+        _pin(0)
         print(json.dumps(measure(args)))
         return
     results = {m: run_child(args, malloc=m) for m in (True, False)}
