@@ -20,7 +20,7 @@ from raw_client import RawClient
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime import checkpoint
-from edgesync.transport.protocol import Message
+from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
 pytestmark = pytest.mark.slow
 
@@ -245,6 +245,19 @@ def test_a_client_lost_while_the_resumed_coordinator_sets_up_is_not_waited_for(l
     assert lab.clients[0].wait(30) == 0, lab.output()
 
 
+def awaited_while_alive(raw: RawClient, kind: str, timeout_s: float = 60) -> Message:
+    """The coordinator's next `kind` message, with heartbeats sent meanwhile so the rank is not lost."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        raw.send(Message("HEARTBEAT"))
+        if raw.sock.poll(500):
+            msg = Message.from_frames(raw.sock.recv_multipart(), COORDINATOR_TYPES)
+            if msg.type == kind:
+                return msg
+            assert msg.type == "HEARTBEAT", f"expected {kind}, got {msg.type} {msg.meta}"
+    pytest.fail(f"no {kind} within {timeout_s} s")
+
+
 def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     """A client whose HELLO was answered only after it gave up on that socket says HELLO again on a new
     one: the same process (its instance token), so the rank moves to the new socket instead of being
@@ -263,11 +276,13 @@ def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
         second.send(hello)
         assert second.expect("WELCOME").meta["rank"] == 1
         lab.start_client(0)
-        setup = second.expect("SETUP")
+        setup = awaited_while_alive(second, "SETUP")  # client 0 takes seconds to start
         second.send(Message("READY", {"label": setup.meta["label"]}))
         second.expect("TRAIN")
-        second.finish_in_background()
+        answering = second.finish_in_background()
         lab.finish()
+        answering.join(30)  # it stops at SHUTDOWN; its socket is closed only after
+        assert not answering.is_alive()
     finally:
         for raw in (second, rival):
             raw.close()
