@@ -18,6 +18,7 @@ The same encoding, under a key prefix, keeps a node's state in `context.state` b
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import numpy as np
@@ -59,11 +60,19 @@ def tensors_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     return record
 
 
+# Array.numpy() reads the .npy header with ast.literal_eval; CPython 3.11 before 3.11.9 can raise
+# "SystemError: AST constructor recursion depth mismatch" when threads parse at once (simulated
+# Flower nodes run in threads), so one thread at a time decodes.
+_DECODE_LOCK = threading.Lock()
+
+
 def tensors_from(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
     out = {}
     for name, array in (record or {}).items():
         try:
-            out[name] = torch.from_numpy(array.numpy())
+            with _DECODE_LOCK:
+                decoded = array.numpy()
+            out[name] = torch.from_numpy(decoded)
         except (TypeError, ValueError) as exc:
             raise ProtocolError(f"tensor {name!r}: {exc}") from None
     return out
