@@ -499,7 +499,8 @@ class Coordinator:
             self._lose(asked, "it said HELLO again on a new socket", server)  # the old socket is gone
         self.ranks.pop(self.peers[asked].identity, None)
         del self.peers[asked]
-        self.set_up_for.pop(asked, None)  # a new process: nothing is set up on it
+        self.set_up_for.pop(asked, None)  # a new process or socket: nothing is set up on it
+        self.joining.pop(asked, None)  # a SETUP sent to its old socket is lost with it: sent again below
         self._admit(identity, Message("HELLO", {**msg.meta, "rank": asked}))
         return self._back(server, asked, msg)
 
