@@ -23,16 +23,24 @@ _M_MMAP_THRESHOLD = -3
 _PARAMS = {"MALLOC_MMAP_THRESHOLD_": _M_MMAP_THRESHOLD, "MALLOC_TRIM_THRESHOLD_": _M_TRIM_THRESHOLD}
 
 
-def tune_allocator() -> bool:
-    """Set MALLOC_ENV's thresholds in this process; False where this is not glibc (nothing to do)."""
+def glibc() -> ctypes.CDLL | None:
+    """This process's C library if it is glibc (musl has a mallopt that does nothing), else None."""
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
         libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        libc.gnu_get_libc_version  # musl has a mallopt that does nothing; only glibc has this
+        libc.gnu_get_libc_version  # only glibc has this
     except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune_allocator() -> bool:
+    """Set MALLOC_ENV's thresholds in this process; False where this is not glibc (nothing to do)."""
+    libc = glibc()
+    if libc is None:
         return False
+    mallopt = libc.mallopt
     for name, param in _PARAMS.items():
         if name in os.environ:  # the user's own setting wins; glibc has read it already
             continue

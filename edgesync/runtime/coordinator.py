@@ -197,8 +197,7 @@ class Coordinator:
             # It gave up waiting for WELCOME on its earlier socket, which has since been answered: the
             # rank moves to the new socket rather than being refused as taken.
             log.info("client %d said HELLO again on a new socket: it replaces its earlier one", asked)
-            self.ranks.pop(holder.identity, None)
-            del self.peers[asked]
+            self._forget_peer(asked)
         free = [r for r in range(want) if r not in self.peers]
         if asked is not None and (not isinstance(asked, int) or asked not in free):
             return self._reject(identity, f"rank {asked!r} is taken or outside 0..{want - 1}", fatal=True)
@@ -223,18 +222,21 @@ class Coordinator:
         log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
                  info.get("device"), profile.label, up.describe(), down.describe())
 
-    def _reject(self, identity: bytes, reason: str, fatal: bool = False) -> None:
+    def _reject(self, identity: bytes, reason: str, fatal: bool = False, hello: bool = False) -> None:
         log.warning("message from %r rejected: %s", identity, reason)
-        self.sock.send(identity, Message("ERROR", {"reason": reason, "fatal": fatal}))
+        meta = {"reason": reason, "fatal": fatal, **({"hello": True} if hello else {})}
+        self.sock.send(identity, Message("ERROR", meta))
 
     def _say_hello_first(self, identity: bytes, msg: Message, when: str) -> None:
         """Refuse a message from a socket that never said HELLO to this coordinator. Usually it is a
         client's old socket that ZeroMQ reconnected by itself to a restarted coordinator on the same
         address: `hello` tells that client to reconnect and ask for its rank (a stranger that does so
         is then judged on its HELLO)."""
-        reason = f"{msg.type} from a connection that has not said HELLO{when}: say HELLO"
-        log.warning("message from %r rejected: %s", identity, reason)
-        self.sock.send(identity, Message("ERROR", {"reason": reason, "fatal": False, "hello": True}))
+        self._reject(identity, f"{msg.type} from a connection that has not said HELLO{when}: say HELLO", hello=True)
+
+    def _forget_peer(self, rank: int) -> None:
+        """Drop `rank`'s socket: a new one (of the same or a new process) is about to take the rank."""
+        self.ranks.pop(self.peers.pop(rank).identity, None)
 
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
@@ -497,8 +499,7 @@ class Coordinator:
                                        f"faults.client_timeout_s ({self.liveness.timeout_s:g} s)")
                 return []
             self._lose(asked, "it said HELLO again on a new socket", server)  # the old socket is gone
-        self.ranks.pop(self.peers[asked].identity, None)
-        del self.peers[asked]
+        self._forget_peer(asked)
         self.set_up_for.pop(asked, None)  # a new process or socket: nothing is set up on it
         self.joining.pop(asked, None)  # a SETUP sent to its old socket is lost with it: sent again below
         self._admit(identity, Message("HELLO", {**msg.meta, "rank": asked}))

@@ -58,12 +58,8 @@ def _recv(sock: zmq.Socket, copied: int) -> tuple[list, int]:
     tensors after them as zero-copy zmq.Frames."""
     frames, total, more = [], 0, True
     while more:
-        if len(frames) < copied:
-            f = sock.recv()
-            total += len(f)
-        else:
-            f = sock.recv(copy=False)
-            total += len(f)  # a Frame's size; its .buffer would build a memoryview just to measure it
+        f = sock.recv() if len(frames) < copied else sock.recv(copy=False)
+        total += len(f)  # a Frame's len() is its size; its .buffer would build a memoryview to measure it
         frames.append(f)
         more = sock.getsockopt(_RCVMORE)
     return frames, total
