@@ -76,6 +76,21 @@ def test_non_contiguous_tensor_is_sent_in_logical_order():
     assert torch.equal(back.tensors["t"], torch.tensor([[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]))
 
 
+@pytest.mark.parametrize("make", [
+    lambda: torch.tensor([1.0, -2.0, 3.5], requires_grad=True),  # numpy() refuses it
+    lambda: torch.arange(8, dtype=torch.float32)[::3],            # strided 1-D: no flat byte view
+    lambda: torch.arange(8, dtype=torch.int64)[2:5],              # offset into its storage, contiguous
+    lambda: torch.tensor(4.5),                                    # 0-d
+], ids=["requires-grad", "strided", "offset-view", "scalar"])
+def test_tensors_numpy_cannot_view_directly_are_copied_and_arrive_equal(make):
+    # Prepare
+    t = make()
+    # Execute
+    back = Message.from_frames([bytes(f) for f in Message("TRAIN", tensors={"t": t}).to_frames()])
+    # Assert
+    assert torch.equal(back.tensors["t"], t.detach()) and back.tensors["t"].shape == t.shape
+
+
 def test_frames_out_share_memory_with_the_tensor():
     # Prepare
     t = torch.tensor([1.0, 2.0])
