@@ -290,6 +290,40 @@ def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     assert metrics(lab)[-1]["updates"] == 30
 
 
+def test_a_client_on_a_third_socket_is_set_up_though_its_second_socket_was_sent_a_setup(lab_for):
+    """Mid-run, a client process says HELLO on a new socket (set up afresh: SETUP sent there) and, before
+    it answered READY, again on another. The SETUP owed to the abandoned socket must not stand in the
+    way: the newest socket is sent a SETUP of its own and joins when it answers it."""
+    lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=300, budget_s=60))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    hello = Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "one-process"})
+    first, second, third = RawClient(lab.address), RawClient(lab.address), RawClient(lab.address)
+    try:
+        first.send(hello)
+        first.expect("WELCOME")
+        lab.start_client(0)
+        setup = awaited_while_alive(first, "SETUP")  # client 0 takes seconds to start
+        first.send(Message("READY", {"label": setup.meta["label"]}))
+        first.expect("TRAIN")  # the algorithm is in progress
+        second.send(hello)
+        second.expect("WELCOME")
+        second.expect("SETUP")  # not answered: the process moves on to a third socket
+        third.send(hello)
+        third.expect("WELCOME")
+        setup = third.expect("SETUP", timeout_s=10)
+        third.send(Message("READY", {"label": setup.meta["label"]}))
+        third.expect("TRAIN")
+        answering = third.finish_in_background()
+        lab.finish()
+        answering.join(30)
+        assert not answering.is_alive()
+    finally:
+        for raw in (first, second, third):
+            raw.close()
+    assert "client 1 is back" in lab.log()
+    assert metrics(lab)[-1]["updates"] == 300
+
+
 def test_a_client_lost_in_one_algorithm_is_set_up_for_the_next_when_it_returns(lab_for):
     """Paused through the end of ASGD, client 1 misses SSGD's set-up; resumed, it is set up for SSGD
     (not simply counted back, which would leave the barrier waiting for a client with no session)."""
