@@ -1,18 +1,26 @@
 """Transport: our sockets and protocol vs bare pyzmq DEALER/ROUTER, side by side in one run.
 
-    .venv/bin/python benchmarks/transport.py [--sizes 0.4,4,44] [--seconds 3] [--clients 1,16]
+    .venv/bin/python benchmarks/transport.py [--sizes 0.4,4,44] [--seconds 6] [--clients 1,16]
 
 Dense model exchange: a client sends an UPDATE carrying a float32 tensor of SIZE MB and the
 coordinator answers with a TRAIN of the same size — the round trip of one ASGD update. "ours" goes
 through `CoordinatorSocket`/`ClientSocket` (header JSON, per-tensor frames, validation, byte
 counters, zero-copy above 64 kB); "bare" sends the same two frames with `send_multipart` and does
-nothing else. The client runs in its own process over tcp://127.0.0.1. Each figure is measured
-twice, in child processes started with and without the allocator settings the runtime exports
-(`constants.MALLOC_ENV`: glibc maps fresh memory for every message above 32 MB otherwise), as the
-median of several short runs of each side in alternating order.
+nothing else. The client runs in its own process over tcp://127.0.0.1.
 
-`--pin` keeps the coordinator side on one core and the client on another (with two or more cores);
-by default the scheduler places them, as it would a real run.
+Side by side means interleaved: one coordinator process holds both a CoordinatorSocket and a bare
+ROUTER, one client process both a ClientSocket and a bare DEALER, and they take turns in bursts of
+about 50 ms (ours, bare, bare, ours, …). Each pair of neighbouring bursts gives one ratio; the figure
+is the median over the pairs. On a shared 2-core VM the machine's speed drifts by 20–50% over
+seconds, which swamps separate runs; within 100 ms it hardly moves. The client tells the coordinator
+to switch sockets with a message sent outside the bursts' clocks.
+
+Each figure is measured twice, in child processes started with and without the allocator settings
+the runtime exports (`constants.MALLOC_ENV`: glibc maps fresh memory for every message above 32 MB
+otherwise). The scheduler places the processes, as it would in a real run. (Pinning each process to
+a core of its own was tried and dropped: each process's three threads — Python, ZeroMQ's I/O thread,
+pyzmq's zero-copy collector — then share one core, and the same code measured 0.58–1.00 of bare from
+run to run.)
 
 Small messages: ESync's State Server queries (QUERY → REPLY, a few bytes of JSON each) from 1 and
 16 clients, each keeping one query outstanding; queries answered per second, ours vs bare.
@@ -35,112 +43,204 @@ from edgesync.constants import MALLOC_ENV
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
-
-_PIN_ENV = "EDGESYNC_TRANSPORT_BENCH_PIN"  # set for the children: pin to separate cores
-
-
-def _pin(core: int) -> None:
-    """Keep this process (and the threads it starts) on one core, if asked and there are two."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if os.environ.get(_PIN_ENV) == "1" and len(cores) >= 2:
-        os.sched_setaffinity(0, {cores[core]})
+_BURST_S = 0.05  # one side's turn: short enough that the machine's speed does not drift within a pair
+_END = b"end"  # client → coordinator, after the last burst; b"ours" or b"bare" names the next turn's side
+_WORDS = (b"ours", b"bare", _END)
+_TIMEOUT_S = 30.0
 
 
 def _numel(size_mb: float) -> int:
     return int(size_mb * 1e6 / 4)
 
 
-# -- the client process -----------------------------------------------------------------------------
-def client_main(kind: str, mode: str, address: str, size_mb: float, seconds: float, clients: int) -> None:
-    _pin(1)
+# -- the client process: both kinds of socket, taking turns ----------------------------------------
+class _OursClient:
+    def __init__(self, address: str, n: int, size_mb: float):
+        self.socks = [ClientSocket(address) for _ in range(n)]
+        self.update = Message("UPDATE", {"steps": 1, "samples": 32}, {"grad": torch.ones(_numel(size_mb))})
+        self.query = Message("QUERY", {"kind": "state", "step": 1})
+        self.raw = [s.sock for s in self.socks]
+
+    def round_trip(self) -> None:
+        self.socks[0].send(self.update)
+        assert self.socks[0].recv(_TIMEOUT_S) is not None
+
+    def ask(self, i: int) -> None:
+        self.socks[i].send(self.query)
+
+    def answer(self, i: int) -> None:
+        self.socks[i].recv(0)
+
+    def tell(self, word: bytes) -> None:
+        self.socks[0].send(Message("QUERY", {"bench": word.decode()}))
+
+
+class _BareClient:
+    def __init__(self, address: str, n: int, size_mb: float):
+        self.raw = [zmq.Context.instance().socket(zmq.DEALER) for _ in range(n)]
+        for s in self.raw:
+            s.connect(address)
+        self.frames = [json.dumps({"type": "UPDATE", "n": _numel(size_mb)}).encode(),
+                       np.ones(_numel(size_mb), dtype=np.float32)]
+        self.query = json.dumps({"type": "QUERY", "meta": {"kind": "state", "step": 1}}).encode()
+
+    def round_trip(self) -> None:
+        self.raw[0].send_multipart(self.frames, copy=False)
+        self.raw[0].recv_multipart(copy=False)
+
+    def ask(self, i: int) -> None:
+        self.raw[i].send(self.query)
+
+    def answer(self, i: int) -> None:
+        self.raw[i].recv(zmq.NOBLOCK)
+
+    def tell(self, word: bytes) -> None:
+        self.raw[0].send(word)
+
+
+def _dense_burst(side, count: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(count):
+        side.round_trip()
+    return time.perf_counter() - t0
+
+
+def _query_burst(side, count: int) -> float:
+    """`count` queries answered, one outstanding per socket; none is left outstanding at the end."""
+    poller = zmq.Poller()
+    for r in side.raw:
+        poller.register(r, zmq.POLLIN)
+    index = {r: i for i, r in enumerate(side.raw)}
+    t0 = time.perf_counter()
+    asked = min(count, len(side.raw))
+    for i in range(asked):
+        side.ask(i)
+    answered = 0
+    while answered < count:
+        ready = poller.poll(_TIMEOUT_S * 1000)
+        assert ready, "no answer from the coordinator"
+        for r, _ in ready:
+            i = index[r]
+            side.answer(i)
+            answered += 1
+            if asked < count:
+                side.ask(i)
+                asked += 1
+    return time.perf_counter() - t0
+
+
+class _Turns:
+    """Bursts on either side; before a burst on the other side than the last, the last side's socket
+    carries the word naming the next (the coordinator serves one socket at a time)."""
+
+    def __init__(self, sides: dict, burst):
+        self.sides, self.burst, self.current = sides, burst, "ours"  # the coordinator starts on ours
+
+    def run(self, kind: str, count: int) -> float:
+        if kind != self.current:
+            self.sides[self.current].tell(kind.encode())
+            self.current = kind
+        return self.burst(self.sides[kind], count)
+
+    def end(self) -> None:
+        self.sides[self.current].tell(_END)
+
+
+def client_main(mode: str, ours_address: str, bare_address: str, size_mb: float, seconds: float,
+                clients: int) -> None:
     torch.set_num_threads(1)
-    if mode == "dense":
-        tensor = torch.ones(_numel(size_mb))
-        count, t_end = 0, None
-        if kind == "ours":
-            sock = ClientSocket(address)
-            msg = Message("UPDATE", {"steps": 1, "samples": 32}, {"grad": tensor})
-            sock.send(msg)  # warm-up round trip
-            sock.recv(30)
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                sock.send(msg)
-                assert sock.recv(30) is not None
-                count += 1
-        else:
-            sock = zmq.Context.instance().socket(zmq.DEALER)
-            sock.connect(address)
-            header = json.dumps({"type": "UPDATE", "n": tensor.numel()}).encode()
-            payload = tensor.numpy()
-            sock.send_multipart([header, payload], copy=False)
-            sock.recv_multipart(copy=False)
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                sock.send_multipart([header, payload], copy=False)
-                sock.recv_multipart(copy=False)
-                count += 1
-        t_end = time.perf_counter() - t0
-    else:  # queries from `clients` sockets, one outstanding each
-        if kind == "ours":
-            socks = [ClientSocket(address) for _ in range(clients)]
-            send = lambda s: s.send(Message("QUERY", {"kind": "state", "step": 1}))
-            recv = lambda s: s.recv(0)
-            raw = [s.sock for s in socks]
-        else:
-            raw = socks = [zmq.Context.instance().socket(zmq.DEALER) for _ in range(clients)]
-            for s in socks:
-                s.connect(address)
-            header = json.dumps({"type": "QUERY", "meta": {"kind": "state", "step": 1}}).encode()
-            send = lambda s: s.send(header)
-            recv = lambda s: s.recv(zmq.NOBLOCK)
-        poller = zmq.Poller()
-        for r in raw:
-            poller.register(r, zmq.POLLIN)
-        by_raw = dict(zip(raw, socks))
-        for s in socks:
-            send(s)
-        count, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for r, _ in poller.poll(1000):
-                s = by_raw[r]
-                recv(s)
-                count += 1
-                send(s)
-        t_end = time.perf_counter() - t0
-    print(json.dumps({"count": count, "seconds": t_end}), flush=True)
+    sides = {"ours": _OursClient(ours_address, clients, size_mb), "bare": _BareClient(bare_address, clients, size_mb)}
+    turns = _Turns(sides, _dense_burst if mode == "dense" else _query_burst)
+    # Warm up both, then size a burst to take about _BURST_S on our side.
+    for kind in ("ours", "bare"):
+        turns.run(kind, 3)
+    count = 1
+    while True:
+        took = turns.run("ours", count)
+        turns.run("bare", count)
+        if took >= _BURST_S / 4 or count >= 1 << 20:
+            count = max(1, round(count * _BURST_S / took))
+            break
+        count *= 4
+    times: dict = {"ours": [], "bare": []}
+    for p in range(max(3, round(seconds / (2 * _BURST_S)))):
+        for kind in (("ours", "bare") if p % 2 == 0 else ("bare", "ours")):
+            times[kind].append(turns.run(kind, count))
+    turns.end()
+    print(json.dumps({"count": count, **times}), flush=True)
 
 
 # -- the coordinator side (this process) ------------------------------------------------------------
-def serve(kind: str, mode: str, size_mb: float, seconds: float, clients: int, env: dict) -> float:
-    """Start the client process, answer it until it is done; returns round trips (or queries) per second."""
-    if kind == "ours":
-        sock = CoordinatorSocket("tcp://127.0.0.1:*")
-        address = sock.address
-        reply = (Message("TRAIN", {"version": 1}, {"params": torch.ones(_numel(size_mb))}) if mode == "dense"
-                 else Message("REPLY", {"ready": False}))
-    else:
-        sock = zmq.Context.instance().socket(zmq.ROUTER)
-        sock.bind("tcp://127.0.0.1:*")
-        address = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        payload = np.ones(_numel(size_mb), dtype=np.float32)
+class _OursServer:
+    def __init__(self, mode: str, size_mb: float):
+        self.sock = CoordinatorSocket("tcp://127.0.0.1:*")
+        self.address = self.sock.address
+        self.reply = (Message("TRAIN", {"version": 1}, {"params": torch.ones(_numel(size_mb))}) if mode == "dense"
+                      else Message("REPLY", {"ready": False}))
+
+    def serve_one(self) -> bytes | None:
+        """Answer one message; returns the control word instead if it was one, None on timeout."""
+        item = self.sock.recv(1.0)
+        if item is None:
+            return None
+        peer, msg = item
+        word = msg.meta.get("bench") if isinstance(msg, Message) else None
+        if word is not None:
+            return word.encode()
+        self.sock.send(peer, self.reply)
+        return b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _BareServer:
+    def __init__(self, mode: str, size_mb: float):
+        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock.bind("tcp://127.0.0.1:*")
+        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         header = json.dumps({"type": "TRAIN" if mode == "dense" else "REPLY"}).encode()
-    child = subprocess.Popen([sys.executable, __file__, "--client", kind, mode, address, str(size_mb), str(seconds),
-                              str(clients)], env=env, stdout=subprocess.PIPE, text=True)
+        self.reply = [header] + ([np.ones(_numel(size_mb), dtype=np.float32)] if mode == "dense" else [])
+
+    def serve_one(self) -> bytes | None:
+        if not self.sock.poll(1000):
+            return None
+        frames = self.sock.recv_multipart(copy=False)
+        if len(frames) == 2 and frames[1].bytes in _WORDS:
+            return frames[1].bytes
+        self.sock.send_multipart([frames[0], *self.reply], copy=False)
+        return b""
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+
+
+def serve(mode: str, size_mb: float, seconds: float, clients: int) -> dict:
+    """Start the client process and answer it, on whichever socket's turn it is, until it is done;
+    returns each side's median rate (round trips or queries per second) and the median pair ratio."""
+    sides = {"ours": _OursServer(mode, size_mb), "bare": _BareServer(mode, size_mb)}
+    child = subprocess.Popen([sys.executable, __file__, "--client", mode, sides["ours"].address,
+                              sides["bare"].address, str(size_mb), str(seconds), str(clients)],
+                             stdout=subprocess.PIPE, text=True)
     try:
-        while child.poll() is None:
-            if kind == "ours":
-                item = sock.recv(0.2)
-                if item is not None:
-                    sock.send(item[0], reply)
-            elif sock.poll(200):
-                frames = sock.recv_multipart(copy=False)
-                out = [frames[0], header] + ([payload] if mode == "dense" else [])
-                sock.send_multipart(out, copy=False)
+        turn = "ours"
+        while True:
+            word = sides[turn].serve_one()
+            if word in (b"ours", b"bare"):
+                turn = word.decode()
+            elif word == _END:
+                break
+            elif word is None and child.poll() is not None:
+                raise RuntimeError(f"the client process ended ({child.returncode}) before it was done")
         result = json.loads(child.stdout.read().strip().splitlines()[-1])
+        child.wait(_TIMEOUT_S)
     finally:
         child.kill()
-        sock.close() if kind == "ours" else sock.close(linger=0)
-    return result["count"] / result["seconds"]
+        for side in sides.values():
+            side.close()
+    count, ours, bare = result["count"], result["ours"], result["bare"]
+    return {"ours": count / statistics.median(ours), "bare": count / statistics.median(bare),
+            "ratio": statistics.median(b / o for o, b in zip(ours, bare)), "pairs": len(ours)}
 
 
 def run_child(args: argparse.Namespace, malloc: bool) -> dict:
@@ -148,67 +248,56 @@ def run_child(args: argparse.Namespace, malloc: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
     if malloc:
         env.update(MALLOC_ENV)
-    env[_PIN_ENV] = "1" if args.pin else "0"
     cmd = [sys.executable, __file__, "--measure", "--sizes", args.sizes, "--seconds", str(args.seconds),
-           "--clients", args.clients, "--rounds", str(args.rounds)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+           "--clients", args.clients]
+    out = subprocess.run(cmd, env=env, check=True, stdout=subprocess.PIPE, text=True).stdout  # progress on stderr
     return json.loads(out.strip().splitlines()[-1])
-
-
-def side_by_side(mode: str, size_mb: float, clients: int, args: argparse.Namespace) -> dict:
-    """`args.rounds` pairs of runs, one of each side back to back, in alternating order (ours, bare,
-    bare, ours, …). Returns each side's median rate and the median of the pairs' ratios: a pair shares
-    the machine's state of the moment (CPU clocks, the host's other guests), which drifts between
-    pairs by more than the difference being measured."""
-    rates: dict = {"ours": [], "bare": []}
-    for r in range(args.rounds):
-        for kind in (("ours", "bare") if r % 2 == 0 else ("bare", "ours")):
-            rates[kind].append(serve(kind, mode, size_mb, args.seconds / args.rounds, clients, dict(os.environ)))
-    ratios = [o / b for o, b in zip(rates["ours"], rates["bare"])]
-    return {"ours": statistics.median(rates["ours"]), "bare": statistics.median(rates["bare"]),
-            "ratio": statistics.median(ratios)}
 
 
 def measure(args: argparse.Namespace) -> dict:
     out: dict = {"dense": {}, "queries": {}}
     for size in [float(s) for s in args.sizes.split(",")]:
-        out["dense"][str(size)] = side_by_side("dense", size, 1, args)
+        out["dense"][str(size)] = serve("dense", size, args.seconds, 1)
+        print(f"  dense {size:g} MB: ours ÷ bare {out['dense'][str(size)]['ratio']:.2f}", file=sys.stderr, flush=True)
     for n in [int(c) for c in args.clients.split(",")]:
-        out["queries"][str(n)] = side_by_side("queries", 0, n, args)
+        out["queries"][str(n)] = serve("queries", 0, args.seconds, n)
+        print(f"  queries, {n} clients: ours ÷ bare {out['queries'][str(n)]['ratio']:.2f}", file=sys.stderr,
+              flush=True)
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="0.4,4,44", help="payload sizes in MB")
-    ap.add_argument("--seconds", type=float, default=4.0, help="per figure, split over its rounds")
-    ap.add_argument("--rounds", type=int, default=8, help="pairs of runs (ours, bare) per figure, in alternating order")
+    ap.add_argument("--seconds", type=float, default=6.0,
+                    help="timed seconds per figure, both sides together, in bursts of ~50 ms each")
     ap.add_argument("--clients", default="1,16", help="query clients")
-    ap.add_argument("--pin", action="store_true", help="coordinator side on one core, client on another")
     ap.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--client", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.client:
-        kind, mode, address, size, seconds, clients = args.client
-        return client_main(kind, mode, address, float(size), float(seconds), int(clients))
+        mode, ours, bare, size, seconds, clients = args.client
+        return client_main(mode, ours, bare, float(size), float(seconds), int(clients))
     if args.measure:
-        _pin(0)
         print(json.dumps(measure(args)))
         return
-    results = {m: run_child(args, malloc=m) for m in (True, False)}
+    results = {}
+    for malloc in (True, False):
+        print(f"measuring {'with' if malloc else 'without'} MALLOC_ENV …", file=sys.stderr, flush=True)
+        results[malloc] = run_child(args, malloc)
     tuned, plain = results[True], results[False]
     print("\nDense model exchange (UPDATE up, TRAIN down, one client over tcp://127.0.0.1)\n")
-    print("| payload | ours ms/round trip | bare ms/round trip | ours ÷ bare throughput | "
-          "ours without MALLOC_ENV ms | bare without MALLOC_ENV ms |")
-    print("|---|---|---|---|---|---|")
+    print("| payload | ours ms/round trip | bare ms/round trip | ours ÷ bare throughput (pairs) | "
+          "ours without MALLOC_ENV ms | bare without MALLOC_ENV ms | ours ÷ bare without |")
+    print("|---|---|---|---|---|---|---|")
     for size, r in tuned["dense"].items():
         p = plain["dense"][size]
-        print(f"| {float(size):g} MB | {1000 / r['ours']:.2f} | {1000 / r['bare']:.2f} | {r['ratio']:.2f} | "
-              f"{1000 / p['ours']:.2f} | {1000 / p['bare']:.2f} |")
+        print(f"| {float(size):g} MB | {1000 / r['ours']:.2f} | {1000 / r['bare']:.2f} | {r['ratio']:.2f} "
+              f"({r['pairs']}) | {1000 / p['ours']:.2f} | {1000 / p['bare']:.2f} | {p['ratio']:.2f} |")
     print("\nState queries (QUERY → REPLY), one outstanding per client, runtime allocator settings\n")
-    print("| clients | ours queries/s | bare queries/s | ours ÷ bare |\n|---|---|---|---|")
+    print("| clients | ours queries/s | bare queries/s | ours ÷ bare (pairs) |\n|---|---|---|---|")
     for n, r in tuned["queries"].items():
-        print(f"| {n} | {r['ours']:,.0f} | {r['bare']:,.0f} | {r['ratio']:.2f} |")
+        print(f"| {n} | {r['ours']:,.0f} | {r['bare']:,.0f} | {r['ratio']:.2f} ({r['pairs']}) |")
 
 
 if __name__ == "__main__":
