@@ -133,10 +133,11 @@ def _flat_bytes(t: torch.Tensor) -> tuple[np.ndarray, memoryview | bytes]:
     each call into torch costs µs once 0.4 MB copies have pushed its code out of the CPU caches."""
     try:
         array = t.numpy()
-        return array, (memoryview(array).cast("B") if array.size else b"")
-    except (RuntimeError, TypeError):  # needs grad / not on the CPU / not C-contiguous
-        array = t.detach().cpu().contiguous().numpy()
-        return array, (memoryview(array).cast("B") if array.size else b"")
+    except (RuntimeError, TypeError):  # needs grad / not on the CPU
+        array = t.detach().cpu().numpy()
+    if not array.flags.c_contiguous:  # a strided view: its bytes in logical order
+        array = np.ascontiguousarray(array)
+    return array, memoryview(array).cast("B") if array.size else b""
 
 
 def _dumps(header: dict) -> bytes:

@@ -42,7 +42,10 @@ class RawClient:
         """HELLO → WELCOME → SETUP → READY; returns the first TRAIN (the algorithm's start)."""
         self.send(Message("HELLO", {"rank": rank, "info": {"host": "raw"}}))
         self.expect("WELCOME")
-        setup = self.expect("SETUP")
+        return self.ready(self.expect("SETUP"))
+
+    def ready(self, setup: Message) -> Message:
+        """Answer `setup` with READY; returns the TRAIN that follows."""
         self.send(Message("READY", {"label": setup.meta["label"]}))
         return self.expect("TRAIN")
 

@@ -258,6 +258,14 @@ def awaited_while_alive(raw: RawClient, kind: str, timeout_s: float = 60) -> Mes
     pytest.fail(f"no {kind} within {timeout_s} s")
 
 
+def finish_while_answering(lab: Lab, raw: RawClient) -> None:
+    """Let the run end, `raw` answering END; it stops at SHUTDOWN, and its socket is closed only after."""
+    answering = raw.finish_in_background()
+    lab.finish()
+    answering.join(30)
+    assert not answering.is_alive()
+
+
 def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     """A client whose HELLO was answered only after it gave up on that socket says HELLO again on a new
     one: the same process (its instance token), so the rank moves to the new socket instead of being
@@ -276,13 +284,8 @@ def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
         second.send(hello)
         assert second.expect("WELCOME").meta["rank"] == 1
         lab.start_client(0)
-        setup = awaited_while_alive(second, "SETUP")  # client 0 takes seconds to start
-        second.send(Message("READY", {"label": setup.meta["label"]}))
-        second.expect("TRAIN")
-        answering = second.finish_in_background()
-        lab.finish()
-        answering.join(30)  # it stops at SHUTDOWN; its socket is closed only after
-        assert not answering.is_alive()
+        second.ready(awaited_while_alive(second, "SETUP"))  # client 0 takes seconds to start
+        finish_while_answering(lab, second)
     finally:
         for raw in (second, rival):
             raw.close()
@@ -302,21 +305,14 @@ def test_a_client_on_a_third_socket_is_set_up_though_its_second_socket_was_sent_
         first.send(hello)
         first.expect("WELCOME")
         lab.start_client(0)
-        setup = awaited_while_alive(first, "SETUP")  # client 0 takes seconds to start
-        first.send(Message("READY", {"label": setup.meta["label"]}))
-        first.expect("TRAIN")  # the algorithm is in progress
+        first.ready(awaited_while_alive(first, "SETUP"))  # client 0 takes seconds to start; then the algorithm runs
         second.send(hello)
         second.expect("WELCOME")
         second.expect("SETUP")  # not answered: the process moves on to a third socket
         third.send(hello)
         third.expect("WELCOME")
-        setup = third.expect("SETUP", timeout_s=10)
-        third.send(Message("READY", {"label": setup.meta["label"]}))
-        third.expect("TRAIN")
-        answering = third.finish_in_background()
-        lab.finish()
-        answering.join(30)
-        assert not answering.is_alive()
+        third.ready(third.expect("SETUP", timeout_s=10))
+        finish_while_answering(lab, third)
     finally:
         for raw in (first, second, third):
             raw.close()
