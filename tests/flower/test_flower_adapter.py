@@ -113,14 +113,17 @@ def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
 
 @pytest.mark.parametrize("budget", ["steps", "time"])
 def test_esync_sends_each_node_a_budget_from_measured_capabilities(fake_grid, tmp_path, budget):
-    scenario = small_scenario(clients=["x1", "x10"], algorithms=[{"name": "esync", "lr": 0.05}],
+    # ×100, not ×10: c_i is one iteration's wall time (esync.txt), so a stall of the VM during the slow
+    # node's step lengthens the next round's budget. At ×10 (≈ 0.1 s a step) that node once fit three steps into
+    # round 3 in CI, which takes a stall of ≳ 0.2 s in its round-2 step; at ×100 it would take a stall of about a second.
+    scenario = small_scenario(clients=["x1", "x100"], algorithms=[{"name": "esync", "lr": 0.05}],
                               stop={"time_budget_s": 60, "max_updates": 4, "target_acc": 0.3})
     run_on(fake_grid([{"partition-id": 0}, {"partition-id": 1}]), scenario, tmp_path / "run", esync_budget=budget)
     rows = read_jsonl(tmp_path / "run" / "updates.jsonl")
     first = [r for r in rows if r["round"] == 0]
     assert [r["n_i"] for r in first] == [1, 1]  # capabilities unknown: one step each (RUN-BATCH-DATA-TEST)
     last = {r["client"]: r for r in rows if r["round"] == 3}
-    assert last[1]["n_i"] == 1  # the x10 node is the slowest: one step
+    assert last[1]["n_i"] == 1  # the x100 node is the slowest: one step
     assert last[0]["n_i"] >= 2  # the x1 node fills the slow node's step with several of its own
     key = "local_steps" if budget == "steps" else "time_budget_s"
     assert key in last[0] and key in last[1]
