@@ -114,8 +114,9 @@ def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
 @pytest.mark.parametrize("budget", ["steps", "time"])
 def test_esync_sends_each_node_a_budget_from_measured_capabilities(fake_grid, tmp_path, budget):
     # ×100, not ×10: c_i is one iteration's wall time (esync.txt), so a stall of the VM during the slow
-    # node's step lengthens the next round's budget. At ×10 (≈ 0.1 s a step) that node once fit three steps into
-    # round 3 in CI, which takes a stall of ≳ 0.2 s in its round-2 step; at ×100 it would take a stall of about a second.
+    # node's step lengthens the next round's budget. At ×10 (≈ 0.1 s a step) that node once fit three
+    # steps into round 3 in CI, which takes a stall of ≳ 0.2 s in its round-2 step; at ×100 it would
+    # take a stall of about a second.
     scenario = small_scenario(clients=["x1", "x100"], algorithms=[{"name": "esync", "lr": 0.05}],
                               stop={"time_budget_s": 60, "max_updates": 4, "target_acc": 0.3})
     run_on(fake_grid([{"partition-id": 0}, {"partition-id": 1}]), scenario, tmp_path / "run", esync_budget=budget)
