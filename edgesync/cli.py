@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -81,18 +80,6 @@ def _client_keys(curve_secret: Path | None, server_key: Path | None):
         raise typer.Exit(2) from None
 
 
-def _log_to(run_dir: Path | None, verbose: bool) -> None:
-    handlers: list[logging.Handler] = []
-    if run_dir is not None:
-        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(run_dir / "logs" / "coordinator.log"))
-    stream = logging.StreamHandler(sys.stderr)
-    stream.setLevel(logging.INFO if verbose else logging.WARNING)
-    handlers.append(stream)
-    logging.basicConfig(level=logging.INFO, handlers=handlers,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-
-
 @app.command()
 def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file (not with --resume)"),
         resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
@@ -118,9 +105,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
     from edgesync.runtime.checkpoint import CheckpointError
     from edgesync.runtime.coordinator import RunAborted
-    from edgesync.runtime.runs import run_folder, run_scenario
+    from edgesync.runtime.runs import log_to, run_folder, run_scenario
     run_dir = resume or run_folder(sc, out_dir)
-    _log_to(run_dir, verbose)
+    log_to(run_dir, verbose)
     err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
@@ -193,50 +180,45 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
-    from edgesync.metrics.recorder import RunRecorder
-    from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
+    from edgesync.runtime.checkpoint import CheckpointError
     from edgesync.runtime.coordinator import Coordinator, RunAborted
-    from edgesync.runtime.runs import finish_run, run_folder
-    from edgesync.runtime.progress import Progress
-    if sc.sweep:
-        err.print("[red]the coordinator command serves one scenario without a sweep: `edgesync run` runs sweeps, "
-                  "or --set one value per swept key[/red]", highlight=False)
-        raise typer.Exit(2)
+    from edgesync.runtime.runs import log_to, run_experiment, run_folder
     run_dir = resume or run_folder(sc, out_dir)
-    _log_to(run_dir, verbose=True)
-    display = Progress(enabled=not quiet)
-    with RunRecorder(run_dir) as recorder:
-        resolved = sc.resolved()
-        try:
-            checkpoints = Checkpointer.open(run_dir, resolved, sc.checkpoint.every_updates, resume is not None)
-        except CheckpointError as exc:
-            err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
-            raise typer.Exit(2) from None
-        recorder.write_scenario(resolved)
-        coord = Coordinator(sc, recorder, bind=bind, progress=display, keys=keys)
+    log_to(run_dir, verbose=True)
+    hint = (f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}" if keys else "")
+
+    def run_variant(variant, recorder, checkpoints, display, resolved) -> None:
+        # Each variant's coordinator binds the same address; the clients, told nothing between variants,
+        # find the next one there and say HELLO again (as after a coordinator restart).
+        last = variant.tag == variants[-1].tag
+        coord = Coordinator(variant.scenario, recorder, bind=bind, progress=display, keys=keys,
+                            shutdown_clients=last)
         coord.checkpoints = checkpoints
         port = coord.address.rsplit(':', 1)[-1]
-        if keys is None:
-            err.print(f"coordinator for {sc.name} on {coord.address} (plain TCP: anyone who reaches this port can "
-                      f"join; on a shared network use --curve-secret and --allow): start {len(sc.clients)} clients "
-                      f"with `edgesync client --connect tcp://THIS-HOST:{port}`", highlight=False)
-        else:
-            err.print(f"coordinator for {sc.name} on {coord.address} (CURVE, admitting the keys in {keys.allow_dir}): "
-                      f"start {len(sc.clients)} clients with `edgesync client --connect tcp://THIS-HOST:{port} "
-                      f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}`",
-                      highlight=False)
+        how = ("CURVE, admitting the keys in " + str(keys.allow_dir) if keys else
+               "plain TCP: anyone who reaches this port can join; on a shared network use --curve-secret and --allow")
+        err.print(f"coordinator for {variant.tag or sc.name} on {coord.address} ({how}): start "
+                  f"{len(variant.scenario.clients)} clients with `edgesync client --connect tcp://THIS-HOST:{port}"
+                  f"{' ' + hint if hint else ''}`", highlight=False)
         try:
             coord.run()
-        except RunAborted as exc:
-            err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from None
-        except FileNotFoundError as exc:
-            err.print(f"[red]{exc}[/red]", highlight=False)
-            raise typer.Exit(2) from None
         finally:
-            display.close()
             coord.close()
-    _print_summary(finish_run(run_dir, sc))
+
+    from edgesync.sweep import variants as sweep_variants
+    variants = sweep_variants(sc)
+    try:
+        summary = run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None)
+    except CheckpointError as exc:
+        err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except RunAborted as exc:
+        err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    except FileNotFoundError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    _print_summary(summary)
     out.print(f"report: {run_dir / 'report.md'}", highlight=False)
 
 

@@ -237,5 +237,8 @@ class AlgorithmSpec:
     client: type[ClientAlgorithm]
     family: str  # "synchronous" | "asynchronous"
     paper: str = ""
+    # The registered algorithm that stands in for this one where a client cannot be asked anything in the
+    # middle of an instruction (a Flower ClientApp): None if the client half never queries, or has none.
+    without_queries: str | None = None
 
     summary: ClassVar[str] = ""

@@ -192,5 +192,5 @@ class ESyncClient(ClientAlgorithm):
 
 SPEC = register(AlgorithmSpec(
     name="esync", config=ESyncConfig, server=ESyncServer, client=ESyncClient,
-    family="synchronous", paper="ESync (Li, Zhou, Yu): esync.txt Alg. 1–2, §4.2",
+    family="synchronous", paper="ESync (Li, Zhou, Yu): esync.txt Alg. 1–2, §4.2", without_queries="esync_budget",
 ))

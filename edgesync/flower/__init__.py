@@ -8,11 +8,11 @@ one job per file:
 |---|---|
 | `records.py` | an EdgeSync protocol message ↔ Flower records (ArrayRecord, ConfigRecord, MetricRecord) |
 | `grid_socket.py` | the coordinator's socket API over a Flower `Grid` (push/pull), one message in flight per node |
-| `coordinator.py` | the live coordinator on that socket, with Flower's server halves; `serve()` is the ServerApp |
-| `budgets.py` | ESync under Flower: per-node step or time budgets from measured capabilities, no queries |
+| `coordinator.py` | the live coordinator on that socket through its public hooks; `serve()` is the ServerApp |
 | `node.py` | the ClientApp side: one SuperNode's trainer and client half, rebuilt from `context.state` |
 | `numpy_client.py` | a legacy `NumPyClient` (local SGD) for older Flower servers |
 | `lab.py` | a local SuperLink and N SuperNodes on 127.0.0.1, started and stopped by PID |
 
-docs/flower.md says how a lab uses it and what differs from the ZeroMQ runtime.
+ESync runs here as its registered stand-in `esync_budget` (edgesync/algorithms/esync_budget.py): a
+ClientApp cannot be asked anything mid-message. docs/flower.md says how a lab uses it and what differs from the ZeroMQ runtime.
 """

@@ -7,15 +7,17 @@ reads the run config ([tool.flwr.app.config] in pyproject.toml, overridden by `f
     set             `--set` overrides, separated by ";": "stop.max_updates=2; algorithms.0.lr=0.1"
     out             the run folder; "" = the scenario's output.dir/NAME-TIME, relative to the
                     directory flower-superlink was started in
-    esync-budget    "steps" or "time": how ESync's per-node budget is sent (budgets.py)
+    esync-budget    "steps" or "time": how ESync's per-node budget is sent (`esync_budget`'s `budget`)
+    resume          true: go on with the run folder `out` from its checkpoint (a killed ServerApp)
     federated-eval  true: after each algorithm every node evaluates the final model on its own
                     training split (ClientApp `@app.evaluate()`); rows go to flower_eval.jsonl
 
-and runs every sweep variant and algorithm of the scenario with `FlowerCoordinator`, which is
-`edgesync.runtime.coordinator.Coordinator` (join, setup, calibration one node at a time, the
-algorithm's server half, evaluation thread, stop rules, per-client rows) with two differences: its
-socket is Flower's Grid, and ESync's server half is the budgeted one. Then summary.json and
-report.md, as `edgesync coordinator` does. The scenario's `runtime` and `links` do not apply.
+and runs every sweep variant and algorithm of the scenario with `FlowerCoordinator` — the live
+`Coordinator` (join, setup, calibration one node at a time, the algorithm's server half, evaluation
+thread, stop rules, per-client rows) on Flower's Grid, through its public hooks only — into a run
+folder set up as every command sets one up (`runtime/runs.py`). An algorithm whose client half asks
+the server mid-instruction runs as the stand-in its spec names (ESync → `esync_budget`, with
+`esync-budget` as its `budget`). The scenario's `runtime` and `links` do not apply.
 """
 from __future__ import annotations
 
@@ -27,59 +29,54 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid
 
-from edgesync.algorithms.base import AlgorithmConfig, ServerAlgorithm
+from edgesync import algorithms
+from edgesync.algorithms.base import AlgorithmConfig
 from edgesync.constants import STATS_TIMEOUT_S
-from edgesync.flower import budgets
 from edgesync.flower.grid_socket import GridSocket
 from edgesync.metrics.recorder import RunRecorder, dumps_line
 from edgesync.runtime.coordinator import Coordinator
 from edgesync.runtime.evaluator import Snapshot
 from edgesync.runtime.progress import Progress
-from edgesync.runtime.runs import finish_run, run_folder
+from edgesync.runtime.runs import log_to, run_experiment, run_folder
 from edgesync.scenario import Scenario, load_scenario
-from edgesync.sweep import variants
-from edgesync.transport.protocol import Message
+from edgesync.transport import protocol
+from edgesync.transport.protocol import MessageType as T
 
 log = logging.getLogger("edgesync.flower.server")
 
 FEDERATED_EVAL_FILE = "flower_eval.jsonl"
 DEFAULT_RUN_CONFIG: dict[str, Any] = {"scenario": "scenarios/flower_fedavg.yaml", "set": "", "out": "",
-                                      "esync-budget": "steps", "federated-eval": False}
+                                      "esync-budget": "steps", "federated-eval": False, "resume": False}
 
 
 class FlowerCoordinator(Coordinator):
     heartbeats = False  # SuperNodes' liveness is Flower's business; a ClientApp cannot send heartbeats
-    def __init__(self, scenario: Scenario, recorder: RunRecorder, grid: Grid, esync_budget: budgets.Budget = "steps",
+
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, grid: Grid, esync_budget: str = "steps",
                  federated_eval: bool = False, progress: Progress | None = None):
-        super().__init__(scenario, recorder, progress=progress, sock=GridSocket(grid))
-        self.esync_budget = esync_budget
+        """`esync_budget`: the `budget` of the stand-in for ESync (`flower_scenario`)."""
+        super().__init__(flower_scenario(scenario, esync_budget), recorder, progress=progress, sock=GridSocket(grid))
         self.federated_eval = federated_eval
-        self._last: Snapshot | None = None
 
-    def server_half(self, config: AlgorithmConfig, clients: list[int]) -> ServerAlgorithm:
-        return budgets.server_half(config, self.initial, clients, self.esync_budget)
-
-    def _snapshot(self, server, now: float) -> Snapshot:
-        self._last = super()._snapshot(server, now)  # the last one taken is the final model
-        return self._last
-
-    def _finish_clients(self, config: AlgorithmConfig, end: float) -> None:
-        if self.federated_eval and self._last is not None:
-            self._evaluate_on_nodes(config, end)
-        super()._finish_clients(config, end)
-
-    def _evaluate_on_nodes(self, config: AlgorithmConfig, end: float) -> None:
-        tensors = {"params": self._last.params}
-        if self._last.buffers.numel():
-            tensors["buffers"] = self._last.buffers
-        for peer in self.peers.values():
-            self.sock.send(peer.identity, Message("EVALUATE", {"label": config.key}, tensors))
-        got = self._await_all("EVALUATED", STATS_TIMEOUT_S, strict=False)
+    def after_algorithm(self, config: AlgorithmConfig, end_s: float, final: Snapshot) -> None:
+        """With `federated-eval`, every node evaluates the final model on its own training split."""
+        if not self.federated_eval:
+            return
+        for rank in self.members.alive():
+            self.members.send(rank, protocol.evaluate(config.key, final.params, final.buffers))
+        got = self.phases.collect(T.EVALUATED, STATS_TIMEOUT_S, strict=False)
         with open(self.recorder.run_dir / FEDERATED_EVAL_FILE, "a", encoding="utf-8") as f:
             for rank, meta in sorted(got.items()):
-                f.write(dumps_line({"algorithm": config.key, "time_s": round(end, 4), "client": rank,
+                f.write(dumps_line({"algorithm": config.key, "time_s": round(end_s, 4), "client": rank,
                                     "local_acc": meta.get("local_acc"), "local_loss": meta.get("local_loss"),
                                     "examples": meta.get("examples")}))
+
+
+def flower_scenario(scenario: Scenario, esync_budget: str = "steps") -> Scenario:
+    """`scenario` as Flower can run it: each algorithm whose client would query mid-instruction replaced
+    by its declared stand-in (`AlgorithmSpec.without_queries`); ValueError names one that has none."""
+    entries = [algorithms.without_queries(a, budget=esync_budget) for a in scenario.algorithms]
+    return scenario.model_copy(update={"algorithms": entries})
 
 
 def run_config(context: Context) -> dict[str, Any]:
@@ -95,37 +92,27 @@ def load_run_scenario(cfg: dict[str, Any], app_dir: Path) -> Scenario:
     return load_scenario(path, overrides)
 
 
-def _log_to(run_dir: Path) -> None:
-    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    root = logging.getLogger("edgesync")
-    root.setLevel(logging.INFO)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in (logging.FileHandler(run_dir / "logs" / "coordinator.log"), logging.StreamHandler()):
-        handler.setFormatter(fmt)
-        root.addHandler(handler)
-
-
 def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     """Run the scenario the run config names over `grid`; returns the run folder."""
     cfg = run_config(context)
-    scenario = load_run_scenario(cfg, app_dir)
+    scenario = flower_scenario(load_run_scenario(cfg, app_dir), str(cfg["esync-budget"]))
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
-    _log_to(run_dir)
+    log_to(run_dir)
     if scenario.runtime != "live":
         log.warning("runtime: %s does not apply: this is the Flower runtime (wall-clock time)", scenario.runtime)
     log.info("%s on Flower run %s: %d clients, algorithms %s → %s", scenario.name, context.run_id,
              len(scenario.clients), ", ".join(a.key for a in scenario.algorithms), run_dir)
     started = time.perf_counter()
-    with RunRecorder(run_dir) as recorder:
-        recorder.write_scenario(scenario.resolved())
-        for variant in variants(scenario):
-            coordinator = FlowerCoordinator(variant.scenario, recorder, grid, cfg["esync-budget"],
-                                            bool(cfg["federated-eval"]))
-            try:
-                coordinator.run()
-            finally:
-                coordinator.close()
-    summary = finish_run(run_dir, scenario)
+
+    def run_variant(variant, recorder, checkpoints, display, resolved) -> None:
+        coordinator = FlowerCoordinator(variant.scenario, recorder, grid, federated_eval=bool(cfg["federated-eval"]))
+        coordinator.checkpoints = checkpoints
+        try:
+            coordinator.run()
+        finally:
+            coordinator.close()
+
+    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=bool(cfg.get("resume")))
     for label, s in summary.items():
         log.info("%s: final accuracy %s, %s updates, %.0f samples/s", label, s.get("final_acc"), s.get("updates"),
                  s.get("samples_per_s") or 0)

@@ -16,8 +16,8 @@ coordinator sends is pushed as Flower messages (`Grid.push_messages`), and repli
     END                 —  STATS at once: the node's running totals as of its last reply
     SHUTDOWN, ERROR     —  (logged)
 
-REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (budgets.py
-is ESync without it). A Flower error reply (the ClientApp raised, the node went away) arrives as
+REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (ESync runs as
+its stand-in `esync_budget`, serve() sees to that). A Flower error reply (the ClientApp raised, the node went away) arrives as
 ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket.
 
 A node is never sent a message while another is in flight to it: later ones wait here, per node, in
@@ -39,12 +39,13 @@ from flwr.serverapp import Grid
 from edgesync.constants import FLOWER_NODE_POLL_INTERVAL_S, FLOWER_PULL_INTERVAL_S
 from edgesync.emulation.links import Link
 from edgesync.flower import records
-from edgesync.transport.protocol import Message, ProtocolError
+from edgesync.transport import protocol
+from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 
 log = logging.getLogger("edgesync.flower.grid")
 
-FLOWER_TYPES = {"HELLO": "query.hello", "SETUP": "query.setup", "CALIBRATE": "query.calibrate",
-                "TRAIN": "train", "EVALUATE": "evaluate"}
+FLOWER_TYPES = {T.HELLO: "query.hello", T.SETUP: "query.setup", T.CALIBRATE: "query.calibrate",
+                T.TRAIN: "train", T.EVALUATE: "evaluate"}
 
 
 def peer_of(node_id: int) -> bytes:
@@ -72,20 +73,20 @@ class GridSocket:
 
     def send(self, peer: bytes, message: Message) -> int:
         kind = message.type
-        if kind == "WELCOME":
+        if kind == T.WELCOME:
             self.ranks[peer] = int(message.meta["rank"])
             return 0
-        if kind == "END":  # answered at once: an instruction in flight cannot be stopped, nor waited for
-            self.inbox.append((peer, Message("STATS", self.stats.pop(peer, {}))))
+        if kind == T.END:  # answered at once: an instruction in flight cannot be stopped, nor waited for
+            self.inbox.append((peer, protocol.stats(self.stats.pop(peer, {}))))
             return 0
-        if kind in ("SHUTDOWN", "ERROR"):
-            if kind == "ERROR":
+        if kind in (T.SHUTDOWN, T.ERROR):
+            if kind == T.ERROR:
                 log.warning("to node %s: %s", peer.decode(), message.meta.get("reason"))
             return 0
         if kind not in FLOWER_TYPES:
             log.error("%s cannot travel over Flower (node %s)", kind, peer.decode())
             return 0
-        if kind == "SETUP":
+        if kind == T.SETUP:
             self.joining = False
             self.stats.pop(peer, None)
             message = Message(kind, {**message.meta, "rank": self.ranks.get(peer)}, message.tensors)
@@ -133,7 +134,7 @@ class GridSocket:
         out = FlowerMessage(content, dst_node_id=int(peer), message_type=FLOWER_TYPES[message.type])
         ids = list(self.grid.push_messages([out]))
         if not ids or not ids[0]:
-            self.inbox.append((peer, Message("ERROR", {"reason": f"the SuperLink did not take {message.type}"})))
+            self.inbox.append((peer, protocol.error(f"the SuperLink did not take {message.type}")))
             return 0
         self.in_flight[ids[0]] = peer
         self.bytes_out[peer] += size
@@ -142,7 +143,7 @@ class GridSocket:
     def _greet_new_nodes(self) -> None:
         for node_id in sorted(set(self.grid.get_node_ids()) - self.greeted):
             self.greeted.add(node_id)
-            self._push(peer_of(node_id), Message("HELLO"))
+            self._push(peer_of(node_id), protocol.hello())
 
     def _pull(self) -> None:
         for reply in self.grid.pull_messages(list(self.in_flight)):
@@ -155,12 +156,12 @@ class GridSocket:
 
     def _decode(self, peer: bytes, reply: FlowerMessage) -> Message | ProtocolError:
         if reply.has_error():
-            return Message("ERROR", {"reason": f"Flower error {reply.error.code}: {reply.error.reason}"})
+            return protocol.error(f"Flower error {reply.error.code}: {reply.error.reason}")
         self.bytes_in[peer] += records.payload_bytes(reply.content)
         try:
             msg, stats = records.from_records(reply.content)
         except ProtocolError as exc:
             return exc
-        if stats is not None and msg.type == "UPDATE":
+        if stats is not None and msg.type == T.UPDATE:
             self.stats[peer] = stats
         return msg

@@ -40,10 +40,12 @@ from edgesync.algorithms.base import Instruction
 from edgesync.emulation.profiles import GammaProfile, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
-from edgesync.flower.budgets import client_half
+from edgesync.runtime.accounting import ClientClock, client_totals
 from edgesync.runtime.client import Session, build_session
 from edgesync.runtime.evaluator import evaluate
 from edgesync.runtime.step_time import measure_step_s
+from edgesync.trainer import TrainerStats
+from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info
 
 log = logging.getLogger("edgesync.flower.node")
@@ -83,8 +85,7 @@ class FlowerNode:
             reply, stats = handler(self, request, started)
         except Exception as exc:  # failures travel as data: the coordinator logs or aborts on ERROR
             log.exception("%s failed", kind)
-            reply = Message("ERROR", {"reason": f"{kind} failed on node {self.context.node_id}: "
-                                                f"{type(exc).__name__}: {exc}"})
+            reply = protocol.error(f"{kind} failed on node {self.context.node_id}: {type(exc).__name__}: {exc}")
         return FlowerMessage(records.to_records(reply, stats), reply_to=message)
 
     def hello(self, request: Message, started: float):
@@ -93,18 +94,18 @@ class FlowerNode:
         info = host_info(self.device or "cpu")
         info["flower_node_id"] = self.context.node_id
         rank = None if self.partition is None else int(self.partition)
-        return Message("HELLO", {"rank": rank, "profile": self.profile, "info": info}), None
+        return protocol.hello(rank, self.profile, info), None
 
     def setup(self, request: Message, started: float):
         records.put(self.state, SETUP, request.meta, {"indices": request.tensors["indices"]})
         records.put(self.state, HALF, {})
-        self.node.update(first_train=None, last_sent=None, draws=0, sampler=None,
-                         totals={"steps": 0, "samples": 0, "compute_s": 0.0, "wait_s": 0.0, "overhead_s": 0.0,
-                                 "target_s": 0.0, "aborted_steps": 0})
+        self.node.update(clock=ClientClock().state_dict(), draws=0, sampler=None,
+                         totals={"steps": 0, "samples": 0, "compute_s": 0.0, "overhead_s": 0.0, "target_s": 0.0,
+                                 "aborted_steps": 0})
         self.order = None
         self._session(throttled=False)  # builds the trainer: a missing dataset or a bad config fails now
         self._save_node()
-        return Message("READY", {"label": request.meta["label"]}), None
+        return protocol.ready(request.meta["label"]), None
 
     def calibrate(self, request: Message, started: float):
         session = self._session(throttled=False)
@@ -113,21 +114,19 @@ class FlowerNode:
             self.node["reference_s"][key] = measure_step_s(session.trainer)
             self._save_session(session)  # its batches were drawn: sampling goes on after them
             self._save_node()
-        return Message("CALIBRATED", {"reference_s": self.node["reference_s"][key]}), None
+        return protocol.calibrated(self.node["reference_s"][key]), None
 
     def train(self, request: Message, started: float):
         session = self._session()
-        totals, now = self.node["totals"], time.time()
-        if self.node["first_train"] is None:
-            self.node["first_train"] = started
-        elif self.node["last_sent"] is not None:
-            totals["wait_s"] += now - self.node["last_sent"]  # includes this process's start-up
-        totals["overhead_s"] += now - psutil.Process(os.getpid()).create_time()
+        clock = ClientClock(**self.node["clock"])
+        clock.instruction_started(started)  # the wait includes this process's start-up
+        self.node["totals"]["overhead_s"] += time.time() - psutil.Process(os.getpid()).create_time()
         update = session.algorithm.on_instruction(Instruction(tensors=request.tensors, meta=request.meta))
         self._save_session(session)
-        self.node["last_sent"] = time.time()
+        clock.update_sent(time.time())
+        self.node["clock"] = clock.state_dict()
         self._save_node()
-        return Message("UPDATE", update.meta, update.tensors), self._stats(session)
+        return protocol.update(update.meta, update.tensors), self._stats(session, clock)
 
     def evaluate(self, request: Message, started: float):
         session = self._session(throttled=False)
@@ -136,9 +135,8 @@ class FlowerNode:
         if "buffers" in request.tensors:
             trainer.set_buffers(request.tensors["buffers"])
         acc, loss = evaluate(trainer.model, trainer.x, trainer.y, batch_size=1000)
-        meta = {"label": session.label, "local_acc": round(acc, 6), "local_loss": round(loss, 6),
-                "examples": trainer.num_samples}
-        return Message("EVALUATED", meta), {"samples": trainer.num_samples}
+        reply = protocol.evaluated(session.label, round(acc, 6), round(loss, 6), trainer.num_samples)
+        return reply, {"samples": trainer.num_samples}
 
     HANDLERS: dict[str, Callable] = {"query.hello": hello, "query.setup": setup, "query.calibrate": calibrate,
                                      "train": train, "evaluate": evaluate}
@@ -149,8 +147,7 @@ class FlowerNode:
         if saved is None:
             raise RuntimeError("no SETUP on this node yet")
         meta, tensors = saved
-        session = build_session(meta, tensors["indices"].numpy(), int(meta["rank"]), self.device, self.data_root,
-                                client_cls=client_half(meta["algorithm"]["name"]))
+        session = build_session(meta, tensors["indices"].numpy(), int(meta["rank"]), self.device, self.data_root)
         half_meta, half_tensors = records.get(self.state, HALF) or ({}, {})
         if half_meta or half_tensors:
             session.algorithm.load_state_dict({**half_meta, **half_tensors})
@@ -190,15 +187,12 @@ class FlowerNode:
         meta = records.get(self.state, SETUP)[0]
         return f"{meta['model']}|{session.trainer.batch_size}|{session.trainer.device}"
 
-    def _stats(self, session: Session) -> dict[str, Any]:
-        """What the ZeroMQ client reports in STATS, as running totals over this algorithm's messages."""
+    def _stats(self, session: Session, clock: ClientClock) -> dict[str, Any]:
+        """What the ZeroMQ client reports in STATS, as running totals over this algorithm's messages (the
+        Grid socket answers END with the last ones: a node is not asked again after its last update)."""
         t = self.node["totals"]
         reference = self.node["reference_s"].get(self._model_key(session))
-        out = {"label": session.label, "steps": t["steps"], "samples": t["samples"],
-               "compute_s": round(t["compute_s"], 4), "wait_s": round(t["wait_s"], 4),
-               "wall_s": round(time.time() - self.node["first_train"], 4), "device": str(session.trainer.device),
-               "reference_s": reference, "overhead_s": round(t["overhead_s"], 4)}
-        if session.throttle is not None and t["steps"] and reference:
-            out["target_factor"] = round(t["target_s"] / t["steps"] / reference, 4)
-            out["achieved_factor"] = round(t["compute_s"] / t["steps"] / reference, 4)
-        return out
+        stats = TrainerStats(steps=t["steps"], samples=t["samples"], compute_s=t["compute_s"])
+        out = client_totals(stats, clock, time.time(), str(session.trainer.device), reference,
+                            target_s=t["target_s"] if session.throttle is not None else None)
+        return {"label": session.label, **out, "overhead_s": round(t["overhead_s"], 4)}

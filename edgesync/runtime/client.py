@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -30,11 +30,13 @@ from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S, REC
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
+from edgesync.runtime.accounting import ClientClock, client_totals
 from edgesync.runtime.step_time import measure_step_s
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook, Trainer
 from edgesync.transport.handshake import HandshakeFailed
-from edgesync.transport.protocol import Message, ProtocolError, host_info
+from edgesync.transport import protocol
+from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, host_info
 from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket
 
@@ -63,28 +65,28 @@ class LiveContext:
     def heartbeat(self) -> None:
         """Say we are alive if we have said nothing for a while (called between and inside steps)."""
         if time.monotonic() - self.sock.last_send >= HEARTBEAT_INTERVAL_S:
-            self.sock.send(Message("HEARTBEAT"))
+            self.sock.send(protocol.heartbeat())
 
     def now(self) -> float:
         return time.perf_counter()
 
     def query(self, meta: dict) -> dict:
-        self.sock.send(Message("QUERY", meta))
+        self.sock.send(protocol.query(meta))
         while True:
             msg = self.sock.recv(CLIENT_IDLE_TIMEOUT_S)
             if msg is None:
                 raise ClientFailed(f"no reply to a query for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
-            if msg.type == "REPLY":
+            if msg.type == T.REPLY:
                 return msg.meta
             self._keep(msg)
 
     def send_query(self, meta: dict) -> None:
-        self.sock.send(Message("QUERY", meta))
+        self.sock.send(protocol.query(meta))
 
     def replies(self) -> list[dict]:
         out = []
         while (msg := self.sock.recv(0)) is not None:
-            if msg.type == "REPLY":
+            if msg.type == T.REPLY:
                 out.append(msg.meta)
             else:
                 self._keep(msg)
@@ -98,17 +100,17 @@ class LiveContext:
             self.heartbeat()
             if msg is None:
                 continue
-            if msg.type == "REPLY":
+            if msg.type == T.REPLY:
                 return [msg.meta] + self.replies(), time.perf_counter() - started
             self._keep(msg)
         sleep_until(deadline)
         return [], timeout_s
 
     def _keep(self, msg: Message) -> None:
-        if msg.type == "HEARTBEAT":
+        if msg.type == T.HEARTBEAT:
             return  # the coordinator is alive; sock.last_recv already says so
         self.pending.append(msg)
-        if msg.type in ("END", "SHUTDOWN"):
+        if msg.type in (T.END, T.SHUTDOWN):
             raise InstructionAborted(msg.type)
 
 
@@ -121,16 +123,13 @@ class Session:
     trainer: Trainer
     sampler: FactorSampler
     throttle: Throttle | None = None
-    first_train: float | None = None
-    last_sent: float | None = None
-    wait_s: float = 0.0
+    clock: ClientClock = field(default_factory=ClientClock)
 
 
 def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None = None,
-                  data_root: str | None = None, client_cls: type[ClientAlgorithm] | None = None) -> Session:
+                  data_root: str | None = None) -> Session:
     """One algorithm's trainer, client half and step-factor sampler, from a SETUP's metadata and data
-    indices. `device` and `data_root` are this machine's overrides; `client_cls` replaces the
-    algorithm's client half (the Flower runtime's ESync). Shared with the Flower ClientApp."""
+    indices. `device` and `data_root` are this machine's overrides. Shared with the Flower ClientApp."""
     spec = algorithms.get(meta["algorithm"]["name"])
     config = spec.config.model_validate(meta["algorithm"])
     ds = meta["dataset"]
@@ -139,7 +138,7 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
     sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
     trainer = make_trainer(data, meta["model"], indices, config.batch_size,
                            seed=int(meta["seed"]) * 1000 + rank, device=dev, hook=NoHook())
-    half = (client_cls or spec.client)(config, trainer)
+    half = spec.client(config, trainer)
     return Session(meta["label"], half, trainer, sampler)
 
 
@@ -177,8 +176,7 @@ class EdgeClient:
     def _hello(self) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
         device = str(resolve_device(self.device_override)) if self.device_override else "cpu"
-        return Message("HELLO", {"rank": rank, "profile": self.wish_profile, "info": host_info(device),
-                                 "instance": self.instance})
+        return protocol.hello(rank, self.wish_profile, host_info(device), self.instance)
 
     def _serve(self) -> None:
         self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
@@ -194,7 +192,7 @@ class EdgeClient:
                     msg = sock.recv(HEARTBEAT_INTERVAL_S)
                 except ProtocolError as exc:
                     log.error("bad message from the coordinator: %s", exc)
-                    sock.send(Message("ERROR", {"reason": f"bad message: {exc}"}))
+                    sock.send(protocol.error(f"bad message: {exc}"))
                     continue
                 if msg is not None:
                     if not self._handle(sock, msg):
@@ -242,42 +240,42 @@ class EdgeClient:
             msg = sock.recv(left)
             if msg is None:
                 return None
-            if msg.type == "WELCOME":
+            if msg.type == T.WELCOME:
                 return msg
-            if msg.type == "ERROR" and msg.meta.get("fatal"):
+            if msg.type == T.ERROR and msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client on reconnecting: {msg.meta.get('reason')}")
         return None
 
     def _handle(self, sock: ClientSocket, msg: Message) -> bool:
         """Act on one message; False means the run is over."""
-        if msg.type == "HEARTBEAT":
+        if msg.type == T.HEARTBEAT:
             return True
-        if msg.type == "WELCOME":
+        if msg.type == T.WELCOME:
             self.rank = msg.meta["rank"]
             self.timeout_s = float(msg.meta.get("timeout_s", CLIENT_IDLE_TIMEOUT_S))
             uplink = Link(**msg.meta.get("uplink") or {})
             sock.set_link(uplink, int(msg.meta.get("link_seed", 0)))
             log.info("joined %s as client %d of %d (uplink %s)", msg.meta.get("run"), self.rank,
                      msg.meta.get("clients"), uplink.describe())
-        elif msg.type == "SETUP":
+        elif msg.type == T.SETUP:
             try:
                 self._setup(msg)
             except Exception as exc:  # a client that cannot set up says why, then stays available
                 log.exception("setup failed")
-                sock.send(Message("ERROR", {"reason": f"setup failed: {exc}"}))
+                sock.send(protocol.error(f"setup failed: {exc}"))
                 return True
-            sock.send(Message("READY", {"label": self.session.label}))
-        elif msg.type == "CALIBRATE":
-            sock.send(Message("CALIBRATED", {"reference_s": self._calibrate()}))
-        elif msg.type == "TRAIN":
+            sock.send(protocol.ready(self.session.label))
+        elif msg.type == T.CALIBRATE:
+            sock.send(protocol.calibrated(self._calibrate()))
+        elif msg.type == T.TRAIN:
             self._train(sock, msg)
-        elif msg.type == "END":
-            sock.send(Message("STATS", self._stats()))
+        elif msg.type == T.END:
+            sock.send(protocol.stats(self._stats()))
             self.session = None
-        elif msg.type == "SHUTDOWN":
+        elif msg.type == T.SHUTDOWN:
             log.info("coordinator says the run is over")
             return False
-        elif msg.type == "ERROR":
+        elif msg.type == T.ERROR:
             if msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client: {msg.meta.get('reason')}")
             if msg.meta.get("hello") and self.rank is not None:  # a restarted coordinator: it never knew this socket
@@ -309,36 +307,24 @@ class EdgeClient:
     def _train(self, sock: ClientSocket, msg: Message) -> None:
         s = self.session
         if s is None:
-            sock.send(Message("ERROR", {"reason": "TRAIN before SETUP"}))
+            sock.send(protocol.error("TRAIN before SETUP"))
             return
-        now = time.perf_counter()
-        if s.first_train is None:
-            s.first_train = now
-        elif s.last_sent is not None:
-            s.wait_s += now - s.last_sent
+        s.clock.instruction_started(time.perf_counter())
         try:
             update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
         except InstructionAborted:
             return  # the algorithm ended mid-instruction; END is next in ctx.pending
-        sock.send(Message("UPDATE", update.meta, update.tensors))
-        s.last_sent = time.perf_counter()
+        sock.send(protocol.update(update.meta, update.tensors))
+        s.clock.update_sent(time.perf_counter())
 
     def _stats(self) -> dict:
         s = self.session
         if s is None:
             return {}
-        now = time.perf_counter()
-        if s.last_sent is not None:
-            s.wait_s += now - s.last_sent  # waiting for an answer that never came: the run ended
-        st = s.trainer.stats
-        wall = now - s.first_train if s.first_train is not None else 0.0
-        out = {"label": s.label, "steps": st.steps, "samples": st.samples, "compute_s": round(st.compute_s, 4),
-               "wait_s": round(s.wait_s, 4), "wall_s": round(wall, 4), "device": str(self.device),
-               "reference_s": self._calibrated.get(self._model_key)}
-        if s.throttle is not None and st.steps:
-            out["target_factor"] = round(s.throttle.target_s_total / st.steps / s.throttle.reference_s, 4)
-            out["achieved_factor"] = round(st.compute_s / st.steps / s.throttle.reference_s, 4)
-        return out
+        target_s = s.throttle.target_s_total if s.throttle is not None else None
+        totals = client_totals(s.trainer.stats, s.clock, time.perf_counter(), str(self.device),
+                               self._calibrated.get(self._model_key), target_s)
+        return {"label": s.label, **totals}
 
 
 class Beating:

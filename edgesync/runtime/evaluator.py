@@ -1,7 +1,7 @@
 """Evaluation off the coordinator's message loop: a worker thread tests model snapshots.
 
 The loop hands over a snapshot (θ, buffers, and the counters at that instant) and goes back to its
-messages; results come back through `results()` carrying the snapshot's time, so time-to-accuracy
+messages; results come back through `results()` as (counters, accuracy, loss), carrying the snapshot's time, so time-to-accuracy
 is measured when the model existed, not when its test finished. If evaluations fall behind, only
 the newest pending snapshot is kept (the curve gets coarser; the loop never waits).
 """
@@ -26,6 +26,9 @@ class Snapshot:
     info: dict[str, Any]  # counters at the snapshot's time: algorithm, time_s, updates, …
 
 
+Result = tuple[dict[str, Any], float, float]  # a snapshot's counters, test accuracy, test loss
+
+
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) of `model` on (x, y)."""
     model.eval()
@@ -38,6 +41,15 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_siz
     return correct / len(y), loss / len(y)
 
 
+def evaluate_state(model: torch.nn.Module, params: torch.Tensor, buffers: torch.Tensor, x: torch.Tensor,
+                   y: torch.Tensor, batch_size: int) -> tuple[float, float]:
+    """(accuracy, loss) of the flat model state (params, buffers) loaded into `model`."""
+    set_params(model, params)
+    if buffers.numel():
+        set_buffers(model, buffers)
+    return evaluate(model, x, y, batch_size)
+
+
 class Evaluator:
     def __init__(self, model_name: str, num_classes: int, in_channels: int,
                  x: torch.Tensor, y: torch.Tensor, batch_size: int):
@@ -45,7 +57,7 @@ class Evaluator:
         self.x, self.y, self.batch_size = x, y, batch_size
         self._pending: Snapshot | None = None
         self._cond = threading.Condition()
-        self._results: queue.Queue[dict] = queue.Queue()
+        self._results: queue.Queue[Result] = queue.Queue()
         self._busy = False
         self._closed = False
         self._thread = threading.Thread(target=self._work, name="evaluator", daemon=True)
@@ -56,12 +68,12 @@ class Evaluator:
             self._pending = snapshot  # newest wins
             self._cond.notify()
 
-    def evaluate_now(self, snapshot: Snapshot) -> dict:
+    def evaluate_now(self, snapshot: Snapshot) -> Result:
         """Synchronous evaluation (used for the final model of an algorithm)."""
         self.drain()
         return self._run(snapshot)
 
-    def results(self) -> list[dict]:
+    def results(self) -> list[Result]:
         out = []
         while True:
             try:
@@ -94,9 +106,5 @@ class Evaluator:
                     self._busy = False
                     self._cond.notify_all()
 
-    def _run(self, snap: Snapshot) -> dict:
-        set_params(self.model, snap.params)
-        if snap.buffers.numel():
-            set_buffers(self.model, snap.buffers)
-        acc, loss = evaluate(self.model, self.x, self.y, self.batch_size)
-        return {**snap.info, "test_acc": round(acc, 6), "test_loss": round(loss, 6)}
+    def _run(self, snap: Snapshot) -> Result:
+        return (snap.info, *evaluate_state(self.model, snap.params, snap.buffers, self.x, self.y, self.batch_size))

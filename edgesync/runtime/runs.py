@@ -1,12 +1,19 @@
-"""One experiment, start to finish: a run folder, each sweep variant in the chosen runtime, the report.
+"""One experiment's run folder, start to finish, for every command that runs one: `edgesync run` (live or
+simulator), `edgesync coordinator` (clients elsewhere) and the Flower ServerApp (`flower-up`, `flwr run`).
 
-Both runtimes write through the same RunRecorder, so the folder's format is the same; the summary
-and report are made from the folder alone at the end.
+`run_experiment` is the one life cycle they share: the folder (named from the scenario unless given),
+the coordinator's log in `logs/`, the resolved scenario, the checkpoint (a fresh one, or the one a
+killed run left with `resume=True`), each sweep variant in turn (skipping those finished before a
+resume), then summary.json and report.md made from the folder alone. A command only says how one
+variant runs (`RunVariant`).
 """
 from __future__ import annotations
 
+import logging
+import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
@@ -14,7 +21,12 @@ from edgesync.metrics.summary import summarize
 from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario
-from edgesync.sweep import variants
+from edgesync.sweep import Variant, variants
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# How one variant runs: (variant, recorder, checkpoints or None, progress, resolved scenario dict to update).
+RunVariant = Callable[[Variant, RunRecorder, "Checkpointer | None", Progress, dict], None]
 
 
 def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
@@ -24,21 +36,33 @@ def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
     return Path(scenario.output.dir) / name
 
 
-def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
-                 curve: bool = False) -> dict:
-    """Run every variant and algorithm of `scenario` in its runtime; returns the summary.
+def log_to(run_dir: Path | None, verbose: bool = True) -> None:
+    """Coordinator events into RUN_DIR/logs/coordinator.log, and to stderr (warnings only unless `verbose`)."""
+    handlers: list[logging.Handler] = []
+    if run_dir is not None:
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(run_dir / "logs" / "coordinator.log"))
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setLevel(logging.INFO if verbose else logging.WARNING)
+    handlers.append(stream)
+    logging.basicConfig(level=logging.INFO, handlers=handlers, format=LOG_FORMAT, force=True)
 
-    `resume=True` goes on from the run folder's checkpoint (live runs): finished algorithms are
-    skipped and the one in progress restarts from its last checkpoint (runtime/checkpoint.py).
-    `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links)."""
+
+def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, progress: bool = True,
+                   resume: bool = False, checkpointed: bool = True) -> dict:
+    """Run every sweep variant of `scenario` into `run_dir` with `run_variant`; returns the summary.
+
+    `resume=True` goes on from the folder's checkpoint (runtime/checkpoint.py): finished algorithms and
+    variants are skipped and the one in progress restarts from its last checkpoint. `checkpointed=False`
+    (the simulator: deterministic, run it again) keeps no checkpoint and refuses `resume`."""
+    if resume and not checkpointed:
+        raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     display = Progress(enabled=progress)
     runs = variants(scenario)
     resolved = scenario.resolved()
-    if resume and scenario.runtime != "live":
-        raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     with RunRecorder(run_dir) as recorder:
         checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume)
-                       if scenario.runtime == "live" else None)
+                       if checkpointed else None)
         recorder.write_scenario(resolved)
         try:
             for variant in runs:
@@ -47,20 +71,29 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
                     continue
                 if variant.tag:
                     display.status(f"sweep: {variant.tag}")
-                if scenario.runtime == "sim":
-                    from edgesync.runtime.simulator import run_sim
-                    steps = run_sim(variant.scenario, recorder, display)
-                    resolved["sim"]["measured_step_s"].update(steps)
-                else:
-                    from edgesync.runtime.launcher import run_live
-                    run_live(variant.scenario, recorder, display,
-                             logs=f"logs/{variant.tag}" if variant.tag else "logs", checkpoints=checkpoints,
-                             curve=curve)
+                run_variant(variant, recorder, checkpoints, display, resolved)
         finally:
             display.close()
         recorder.write_scenario(resolved)  # now with what the run measured, for an exact replay
     names = {a.key: a.name for v in runs for a in v.scenario.algorithms}
     return finish_run(run_dir, scenario, names)
+
+
+def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
+                 curve: bool = False) -> dict:
+    """`edgesync run`: every variant and algorithm of `scenario` in its runtime; returns the summary.
+    `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links)."""
+
+    def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
+        if scenario.runtime == "sim":
+            from edgesync.runtime.simulator import run_sim
+            resolved["sim"]["measured_step_s"].update(run_sim(variant.scenario, recorder, display))
+        else:
+            from edgesync.runtime.launcher import run_live
+            run_live(variant.scenario, recorder, display, logs=f"logs/{variant.tag}" if variant.tag else "logs",
+                     checkpoints=checkpoints, curve=curve)
+
+    return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=scenario.runtime == "live")
 
 
 def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None = None) -> dict:

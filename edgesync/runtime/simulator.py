@@ -18,7 +18,6 @@ this safe: a client half loads the parameters it needs at the start of each inst
 from __future__ import annotations
 
 import heapq
-import math
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -27,21 +26,21 @@ from typing import Any
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, Send, ServerAlgorithm, Update
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Send, ServerAlgorithm, Update
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
-from edgesync.params import set_buffers, set_params
-from edgesync.runtime.evaluator import evaluate
+from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
+from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
-from edgesync.runtime.workload import client_splits, initial_model, scenario_dataset
+from edgesync.runtime.workload import prepare_workload
 from edgesync.scenario import Scenario
 from edgesync.trainer import Interrupt, StepAborted, Trainer
-from edgesync.transport.protocol import Message
+from edgesync.transport import protocol
 
 
 TIME_GRID_DIGITS = 9  # virtual times are rounded to 1 ns, where events and evaluations are scheduled
@@ -54,14 +53,17 @@ class VirtualStep:
         self.sampler = sampler
         self.base_step_s = base_step_s
         self.elapsed = 0.0  # virtual seconds of the instruction being run
+        self.target_s_total = 0.0  # virtual seconds of every step: what the profile asked for
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         step = self.sampler.next() * self.base_step_s
         cut = interrupt(step) if interrupt is not None else None
         if cut is not None:
             self.elapsed += cut
+            self.target_s_total += cut
             raise StepAborted(cut)
         self.elapsed += step
+        self.target_s_total += step
         return step
 
 
@@ -75,9 +77,7 @@ class SimClient:
     up: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
     down: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
     free_at: float = 0.0           # when it finishes what it is computing
-    first_train: float | None = None
-    last_sent: float | None = None
-    wait_s: float = 0.0
+    times: ClientClock = field(default_factory=ClientClock)
     bytes_up: int = 0
     bytes_down: int = 0
 
@@ -102,14 +102,11 @@ class Simulator:
         """Data, splits, θ₀, the shared model and the step time per batch size."""
         sc = self.scenario
         torch.set_num_threads(1)  # serial and deterministic; the bare-loop benchmark uses the same
-        self.data = data = scenario_dataset(sc.dataset)
-        self.splits = client_splits(sc, data.train_y)
-        self.initial = initial_model(sc, data)
+        self.workload = work = prepare_workload(sc)
+        self.data = data = work.data
+        self.splits, self.initial = work.splits, work.initial
         self.x = to_tensor(data.train_x, data.mean, data.std)
         self.y = torch.as_tensor(data.train_y, dtype=torch.int64)
-        n_test = min(sc.eval.test_size or len(data.test_y), len(data.test_y))
-        self.test_x = to_tensor(data.test_x[:n_test], data.mean, data.std)
-        self.test_y = torch.as_tensor(data.test_y[:n_test], dtype=torch.int64)
         make = lambda: build_model(sc.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
         self.model, self.eval_model = make(), make()
         self.step_s: dict[int, float] = {}
@@ -142,9 +139,7 @@ class Simulator:
         self.processes: dict[int, ClientProcess] = {}
         self.heap: list[Event] = []
         self.seq = itertools.count()
-        self.samples = 0
-        self.bytes_up = self.bytes_down = 0
-        self.reached = self.diverged = False
+        self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
         self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
         self._evaluate(0.0)
         try:
@@ -153,10 +148,11 @@ class Simulator:
             for rank, process in self.processes.items():  # instructions still running when it ended
                 self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
                 process.kill()
-        if not (self._last_row["time_s"] == round(end, 6) and self._last_row["updates"] == server.updates):
+        last = self.account.last_row
+        if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
             self._evaluate(end)  # the final model, unless the last evaluation already saw it
         self._log_clients(end)
-        self.progress.end_algorithm(config.key, self._last_row)
+        self.progress.end_algorithm(config.key, self.account.last_row)
 
     def _events(self, server: ServerAlgorithm) -> float:
         """Run events in virtual-time order until a stop rule fires; returns the end time."""
@@ -169,7 +165,7 @@ class Simulator:
             # The global model only changes at events: evaluations due before the next one see it as is.
             while next_eval <= min(t_next, budget):
                 self._evaluate(next_eval)
-                if self._done():
+                if self.account.should_stop(next_eval, server.updates):
                     return next_eval
                 next_eval = round(next_eval + every, TIME_GRID_DIGITS)
             if t_next >= budget:
@@ -178,16 +174,10 @@ class Simulator:
             self.now = event.time
             if event.kind == "to_server":
                 self._deliver_to_server(event)
-                if self._done():
+                if self.account.should_stop(event.time, server.updates):
                     return event.time
             else:
                 self._handlers[event.kind](event)
-
-    def _done(self) -> bool:
-        stop = self.scenario.stop
-        if stop.max_updates is not None and self.server.updates >= stop.max_updates:
-            return True
-        return self.diverged or bool(stop.stop_at_target and self.reached)
 
     def _client(self, rank: int, spec, config: AlgorithmConfig) -> SimClient:
         sc = self.scenario
@@ -213,9 +203,9 @@ class Simulator:
         for send in sends:
             c = self.clients[send.client]
             instr = send.instruction
-            size = Message("TRAIN", instr.meta, instr.tensors).wire_size()
+            size = protocol.train(instr.meta, instr.tensors).wire_size()
             c.bytes_down += size
-            self.bytes_down += size
+            self.account.bytes_down += size
             self._push(c.down.arrival(now, size), "to_client", send.client, instr, size)
 
     @property
@@ -226,10 +216,7 @@ class Simulator:
     def _deliver_to_client(self, event: Event) -> None:
         c = self.clients[event.client]
         start = max(event.time, c.free_at)
-        if c.first_train is None:
-            c.first_train = start
-        elif c.last_sent is not None:
-            c.wait_s += start - c.last_sent
+        c.times.instruction_started(start)
         c.clock.elapsed = 0.0
         if not c.half.uses_queries:
             c.half.ctx.start = start
@@ -244,8 +231,9 @@ class Simulator:
         self._serve(c, process.advance(start))
 
     def _finished(self, c: SimClient, update: Update, done: float) -> None:
-        c.free_at = c.last_sent = done
-        size = Message("UPDATE", update.meta, update.tensors).wire_size()
+        c.free_at = done
+        c.times.update_sent(done)
+        size = protocol.update(update.meta, update.tensors).wire_size()
         self._push(c.up.arrival(done, size), "to_server", c.rank, update, size)
 
     # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
@@ -266,9 +254,9 @@ class Simulator:
             raise request[1]
 
     def _send_query(self, c: SimClient, meta: dict, t: float, blocking: bool) -> None:
-        size = Message("QUERY", meta).wire_size()
+        size = protocol.query(meta).wire_size()
         c.bytes_up += size
-        self.bytes_up += size
+        self.account.bytes_up += size
         self._push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
 
     def _query_at_server(self, event: Event) -> None:
@@ -279,9 +267,9 @@ class Simulator:
             if blocking:
                 raise RuntimeError(f"{self.config.key}: a blocking query from client {c.rank} got no reply")
             return
-        size = Message("REPLY", reply).wire_size()
+        size = protocol.reply(reply).wire_size()
         c.bytes_down += size
-        self.bytes_down += size
+        self.account.bytes_down += size
         self._push(c.down.arrival(event.time, size), "reply", c.rank, (reply, blocking), size)
 
     def _reply_at_client(self, event: Event) -> None:
@@ -307,49 +295,28 @@ class Simulator:
     def _deliver_to_server(self, event: Event) -> None:
         c = self.clients[event.client]
         c.bytes_up += event.size
-        self.bytes_up += event.size
+        self.account.bytes_up += event.size
         update: Update = event.message
-        self.samples += int(update.meta.get("samples", 0))
+        self.account.samples += int(update.meta.get("samples", 0))
         t0 = time.perf_counter()
         sends = self.server.on_update(c.rank, update)
         busy = time.perf_counter() - t0 if self.scenario.sim.server_time == "measured" else 0.0
-        rows = self.server.drain_update_log()
-        if rows:
-            self.recorder.log_updates([{"algorithm": self.config.key, "time_s": round(event.time, 6), **r}
-                                       for r in rows])
+        self.account.log_updates(self.server.drain_update_log(), event.time)
         self._dispatch(event.time + busy, sends)
 
     # -- results -----------------------------------------------------------------------------------
     def _evaluate(self, t: float) -> None:
-        set_params(self.eval_model, self.server.global_params())
-        if self.server.global_buffers().numel():
-            set_buffers(self.eval_model, self.server.global_buffers())
-        acc, loss = evaluate(self.eval_model, self.test_x, self.test_y, self.scenario.eval.batch_size)
-        row = {"algorithm": self.config.key, "time_s": round(t, 6), "updates": self.server.updates,
-               "samples": self.samples, "bytes_up": self.bytes_up, "bytes_down": self.bytes_down,
-               "test_acc": round(acc, 6), "test_loss": round(loss, 6), "wall_clock": time.time()}
-        target = self.scenario.stop.target_acc
-        if target is not None and acc >= target:
-            self.reached = True
-        if not math.isfinite(loss):  # the model diverged: nothing more to learn from it
-            self.diverged = row["diverged"] = True
-        self._last_row = row
-        self.recorder.log_eval(row)
-        self.progress.update(row)
+        acc, loss = evaluate_state(self.eval_model, self.server.global_params(), self.server.global_buffers(),
+                                   self.workload.test_x, self.workload.test_y, self.scenario.eval.batch_size)
+        self.account.log_eval(self.account.counters(t, self.server.updates), acc, loss)
 
     def _log_clients(self, end: float) -> None:
         for c in self.clients:
-            st = c.trainer.stats
-            wait = c.wait_s + (end - c.last_sent if c.last_sent is not None and c.last_sent < end else 0.0)
-            self.recorder.log_client({
-                "algorithm": self.config.key, "client": c.rank, "profile": c.profile.label, "host": "sim",
-                "device": "virtual", "compute_s": round(st.compute_s, 6), "wait_s": round(wait, 6),
-                # A client mid-step at the end finishes that step (counted in compute_s), as a live
-                # client does before it reads END: wall_s runs to then, so compute_s + wait_s = wall_s.
-                "wall_s": round(max(end, c.free_at) - c.first_train, 6) if c.first_train is not None else 0.0,
-                "steps": st.steps, "samples": st.samples, "bytes_up": c.bytes_up, "bytes_down": c.bytes_down,
-                "reference_step_s": c.clock.base_step_s, "target_factor": round(c.clock.sampler.mean_factor, 6),
-            })
+            # A client mid-step at the end finishes that step (counted in compute_s), as a live client does
+            # before it reads END: its wall time runs to then, so compute_s + wait_s = wall_s.
+            totals = client_totals(c.trainer.stats, c.times, end, "virtual", c.clock.base_step_s,
+                                   c.clock.target_s_total, wall_end=c.free_at)
+            self.account.log_client(c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim")
 
 
 def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[int, float]:

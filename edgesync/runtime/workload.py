@@ -6,6 +6,7 @@ from what the coordinator sends), so both sides agree on every detail.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -68,6 +69,28 @@ def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
     torch.manual_seed(scenario.seed)
     model = build_model(scenario.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
     return ModelState(params=get_params(model), buffers=get_buffers(model))
+
+
+@dataclass
+class Workload:
+    """What a coordinating runtime prepares before any client trains: the data, every client's split,
+    θ₀ and the test set it evaluates on. One preparation for the live coordinator, the simulator and
+    Flower, so they split, initialise and evaluate identically."""
+
+    data: ArrayDataset
+    splits: list[np.ndarray]
+    initial: ModelState
+    test_x: torch.Tensor  # (N, C, H, W), normalised
+    test_y: torch.Tensor  # (N,)
+
+
+def prepare_workload(scenario: Scenario) -> Workload:
+    """Load the data, split it, build θ₀ and the test tensors: everything that can fail early."""
+    data = scenario_dataset(scenario.dataset)
+    n_test = min(scenario.eval.test_size or len(data.test_y), len(data.test_y))
+    return Workload(data, client_splits(scenario, data.train_y), initial_model(scenario, data),
+                    to_tensor(data.test_x[:n_test], data.mean, data.std),
+                    torch.as_tensor(data.test_y[:n_test], dtype=torch.int64))
 
 
 def resolve_device(device: str) -> torch.device:

@@ -9,17 +9,19 @@ Frame layout (a client's DEALER sends these; the coordinator's ROUTER sees its i
     frame 1…n one frame per entry of "tensors", in order: the tensor's raw bytes, C order,
               little-endian, sent and received without copies.
 
-Message types, and who sends them:
+Message types (`MessageType`), and who sends them; each pair has its constructors below:
 
     client → coordinator      coordinator → client
-    HELLO   host info, wishes  WELCOME   rank, run name
+    HELLO   host info, wishes  WELCOME   rank, run name, uplink, timeout
     READY   set up for algo    SETUP     one algorithm's client config (+ partition indices)
     CALIBRATED reference step  CALIBRATE measure the undisturbed step time now
     UPDATE  an algorithm's     TRAIN     an algorithm's instruction
-            update             END       the algorithm is over: send your statistics
+            update
     QUERY   a question inside  REPLY     the server half's answer (ESync's State Server)
             an instruction
-    STATS   per-client totals  SHUTDOWN  the run is over: exit
+    EVALUATED local accuracy   EVALUATE  evaluate this model on your own data (Flower's federated eval)
+    STATS   per-client totals  END       the algorithm is over: send your statistics
+                               SHUTDOWN  the run is over: exit
     ERROR   what went wrong    ERROR     what was wrong with your message
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -39,9 +42,36 @@ import torch
 
 from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
 
-CLIENT_TYPES = frozenset({"HELLO", "READY", "CALIBRATED", "UPDATE", "QUERY", "STATS", "ERROR", "HEARTBEAT"})
-COORDINATOR_TYPES = frozenset({"WELCOME", "SETUP", "CALIBRATE", "TRAIN", "REPLY", "END", "SHUTDOWN", "ERROR",
-                               "HEARTBEAT"})
+
+
+class MessageType(StrEnum):
+    """Every message type of protocol version 1. Members are strings: they go into the header as is."""
+
+    HELLO = "HELLO"
+    WELCOME = "WELCOME"
+    SETUP = "SETUP"
+    READY = "READY"
+    CALIBRATE = "CALIBRATE"
+    CALIBRATED = "CALIBRATED"
+    TRAIN = "TRAIN"
+    UPDATE = "UPDATE"
+    QUERY = "QUERY"
+    REPLY = "REPLY"
+    EVALUATE = "EVALUATE"
+    EVALUATED = "EVALUATED"
+    END = "END"
+    STATS = "STATS"
+    SHUTDOWN = "SHUTDOWN"
+    ERROR = "ERROR"
+    HEARTBEAT = "HEARTBEAT"
+
+
+T = MessageType
+CLIENT_TYPES = frozenset({T.HELLO, T.READY, T.CALIBRATED, T.UPDATE, T.QUERY, T.EVALUATED, T.STATS, T.ERROR,
+                          T.HEARTBEAT})
+COORDINATOR_TYPES = frozenset({T.WELCOME, T.SETUP, T.CALIBRATE, T.TRAIN, T.REPLY, T.EVALUATE, T.END, T.SHUTDOWN,
+                               T.ERROR, T.HEARTBEAT})
+_TYPES = {t.value: t for t in MessageType}
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32, "float16": torch.float16, "int32": torch.int32,
@@ -63,7 +93,7 @@ class ProtocolError(ValueError):
 
 @dataclass
 class Message:
-    type: str
+    type: MessageType
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -109,9 +139,9 @@ class Message:
         if type(version) is not int or version != PROTOCOL_VERSION:  # not 1.0 or true, which equal 1 in Python
             raise ProtocolError(f"protocol version {header.get('v')!r} is not supported; "
                                 f"this side speaks version {PROTOCOL_VERSION}")
-        kind = header.get("type")
-        if not isinstance(kind, str) or (allowed is not None and kind not in allowed):
-            raise ProtocolError(f"unexpected message type {kind!r}")
+        kind = _TYPES.get(header.get("type")) if isinstance(header.get("type"), str) else None
+        if kind is None or (allowed is not None and kind not in allowed):
+            raise ProtocolError(f"unexpected message type {header.get('type')!r}")
         meta = header.get("meta", {})
         specs = header.get("tensors", [])
         if not isinstance(meta, dict) or not isinstance(specs, list):
@@ -175,6 +205,95 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
             raise ProtocolError(f"tensor {name!r}: shape {shape!r} is too large") from None
     flat = torch.frombuffer(buf, dtype=torch_dtype)
     return name, flat if len(shape) == 1 else flat.view(shape)
+
+
+# -- constructors, in request/answer pairs ------------------------------------------------------------
+def hello(rank: int | None = None, profile: str | None = None, info: dict | None = None,
+          instance: str | None = None) -> Message:
+    """A client asks to join (`rank`: the one it wants back; `instance`: this process's token)."""
+    meta: dict[str, Any] = {"rank": rank, "profile": profile, "info": info or {}}
+    if instance is not None:
+        meta["instance"] = instance
+    return Message(T.HELLO, meta)
+
+
+def welcome(rank: int, clients: int, run: str, uplink: dict, link_seed: int, timeout_s: float) -> Message:
+    """The coordinator's answer to HELLO: the client's rank, the uplink it must emulate, the liveness timeout."""
+    return Message(T.WELCOME, {"rank": rank, "clients": clients, "run": run, "uplink": uplink,
+                               "link_seed": link_seed, "timeout_s": timeout_s})
+
+
+def setup(meta: dict, indices: torch.Tensor) -> Message:
+    """One algorithm's client configuration and the client's training-sample indices."""
+    return Message(T.SETUP, meta, {"indices": indices})
+
+
+def ready(label: str) -> Message:
+    return Message(T.READY, {"label": label})
+
+
+def calibrate() -> Message:
+    return Message(T.CALIBRATE)
+
+
+def calibrated(reference_s: float | None) -> Message:
+    return Message(T.CALIBRATED, {"reference_s": reference_s})
+
+
+def train(meta: dict, tensors: dict[str, torch.Tensor]) -> Message:
+    """An instruction of the server half (`Instruction.meta`, `Instruction.tensors`)."""
+    return Message(T.TRAIN, meta, tensors)
+
+
+def update(meta: dict, tensors: dict[str, torch.Tensor]) -> Message:
+    """A client half's answer to TRAIN (`Update.meta`, `Update.tensors`)."""
+    return Message(T.UPDATE, meta, tensors)
+
+
+def query(meta: dict) -> Message:
+    return Message(T.QUERY, meta)
+
+
+def reply(meta: dict) -> Message:
+    return Message(T.REPLY, meta)
+
+
+def evaluate(label: str, params: torch.Tensor, buffers: torch.Tensor | None = None) -> Message:
+    """Evaluate this model on your own training split (a federated evaluation)."""
+    tensors = {"params": params}
+    if buffers is not None and buffers.numel():
+        tensors["buffers"] = buffers
+    return Message(T.EVALUATE, {"label": label}, tensors)
+
+
+def evaluated(label: str, local_acc: float, local_loss: float, examples: int) -> Message:
+    return Message(T.EVALUATED, {"label": label, "local_acc": local_acc, "local_loss": local_loss,
+                                 "examples": examples})
+
+
+def end() -> Message:
+    return Message(T.END)
+
+
+def stats(meta: dict) -> Message:
+    """A client's totals for the algorithm that ended (compute_s, wait_s, wall_s, steps, …)."""
+    return Message(T.STATS, meta)
+
+
+def shutdown() -> Message:
+    return Message(T.SHUTDOWN)
+
+
+def error(reason: str, fatal: bool = False, hello: bool = False) -> Message:
+    """What was wrong. `fatal`: the client must stop; `hello`: reconnect and say HELLO (a restarted coordinator)."""
+    meta: dict[str, Any] = {"reason": reason, "fatal": fatal}
+    if hello:
+        meta["hello"] = True
+    return Message(T.ERROR, meta)
+
+
+def heartbeat() -> Message:
+    return Message(T.HEARTBEAT)
 
 
 def host_info(device: str) -> dict[str, Any]:

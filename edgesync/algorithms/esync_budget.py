@@ -1,53 +1,59 @@
-"""ESync under Flower: each node's local work per round set by the server, not asked for mid-round.
+"""ESync with the State Server's decision made at the start of each round: for runtimes whose clients
+cannot be asked anything in the middle of an instruction (a Flower ClientApp gets one message and sends
+one reply), and usable by name (`esync_budget`) in every runtime.
 
 ESync's client asks its State Server before every local iteration whether to stop (esync.txt Alg. 1-2,
-`edgesync.algorithms.esync`). A Flower ClientApp cannot talk to the ServerApp in the middle of a
-message: it gets one message and sends one reply. So the State Server's decision moves to the start
-of the round. The server keeps each node's capability c_i (its mean step time in its last round,
-measured by the node, emulated slowdown included) and sends, in each node's instruction:
+`edgesync.algorithms.esync`). Here the server keeps each client's capability c_i (its mean step time in
+its last round, measured on the runtime's clock, emulated slowdown included) and sends, in each
+client's instruction:
 
 - `budget: steps` (default): n_i = clamp(⌊(c_max − ε) / c_i⌋, 1, max_local_steps), ε = `slack_s`.
   Alg. 2 makes client i READY once its next iteration would end after the slowest client (capability
   c_max, one iteration) is ready; with capabilities steady over a round that is after exactly n_i
   iterations.
-- `budget: time`: time_budget_s = c_max − ε; the node runs iterations while the next one (at its
-  mean step time so far this round) ends within the budget, at least one. The node's own clock decides,
-  as in Alg. 1, so a node that slows down mid-round still stops on time.
+- `budget: time`: time_budget_s = c_max − ε; the client runs iterations while the next one (at its
+  mean step time so far this round) ends within the budget, at least one. The client's own clock
+  decides, as in Alg. 1, so a client that slows down mid-round still stops on time.
 
-Until every capability is known (the first round) each node runs one step: Alg. 1's
+Until every capability is known (the first round) each client runs one step: Alg. 1's
 RUN-BATCH-DATA-TEST. The aggregation is ESync's, θ ← θ + ε_g·mean(Δ_i) (`local_sgd.DeltaServer`).
-Per round the server logs each node's n_i, c_i and budget to updates.jsonl. `mode` and the query
-timing of the ZeroMQ runtime do not apply.
+Per round the server logs each client's n_i, c_i and budget to updates.jsonl. ESync's spec names this
+algorithm as its stand-in where clients cannot query (`AlgorithmSpec.without_queries`).
 """
 from __future__ import annotations
 
 import math
-import time
 from typing import Literal
 
-from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, ModelState, ServerAlgorithm, Update
-from edgesync.algorithms.esync import ESyncConfig
-from edgesync.algorithms.local_sgd import DeltaServer, LocalRound
+from pydantic import Field
 
-Budget = Literal["steps", "time"]
+from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Update
+from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
+from edgesync.algorithms.registry import register
+
+
+class ESyncBudgetConfig(DeltaConfig):
+    name: Literal["esync_budget"] = "esync_budget"
+    budget: Literal["steps", "time"] = Field("steps", description="how each client's round is bounded: "
+                                             "n_i local steps, or seconds on its own clock")
+    slack_s: float = Field(0.0, ge=0, description="ε, seconds (as ESync's)")
+    max_local_steps: int = Field(10_000, ge=1, description="safety cap on n_i in one round")
 
 
 def step_budget(c_i: float, c_max: float, slack_s: float, cap: int) -> int:
-    """n_i: local iterations of a node with step time c_i while the slowest (c_max) runs one."""
+    """n_i: local iterations of a client with step time c_i while the slowest (c_max) runs one."""
     if c_i <= 0:
         return cap
     return max(1, min(cap, math.floor((c_max - slack_s) / c_i + 1e-9)))
 
 
-class BudgetESyncServer(DeltaServer):
-    """ESync's aggregation with the State Server's decision made once per round, per node."""
+class ESyncBudgetServer(DeltaServer):
+    """ESync's aggregation with the State Server's decision made once per round, per client."""
 
-    config: ESyncConfig
+    config: ESyncBudgetConfig
 
-    def __init__(self, config: ESyncConfig, initial: ModelState, clients: list[int], budget: Budget = "steps"):
+    def __init__(self, config: ESyncBudgetConfig, initial: ModelState, clients: list[int]):
         super().__init__(config, initial, clients)
-        self.budget = budget
         self.capability: dict[int, float] = {}  # c_i, seconds per local iteration
         self.sent_budget: dict[int, dict] = {}
 
@@ -58,7 +64,7 @@ class BudgetESyncServer(DeltaServer):
             meta["local_steps"] = 1  # RUN-BATCH-DATA-TEST: every capability measured first
         else:
             c_max = max(known)
-            if self.budget == "time":
+            if self.config.budget == "time":
                 meta["time_budget_s"] = max(0.0, c_max - self.config.slack_s)
             else:
                 meta["local_steps"] = step_budget(self.capability[client], c_max, self.config.slack_s,
@@ -79,16 +85,16 @@ class BudgetESyncServer(DeltaServer):
         return super().on_client_lost(client)
 
 
-class BudgetClient(ClientAlgorithm):
+class ESyncBudgetClient(ClientAlgorithm):
     """Local SGD for as many iterations as the instruction's budget allows (steps or seconds)."""
 
-    config: ESyncConfig
+    config: ESyncBudgetConfig
 
     def on_instruction(self, instruction: Instruction) -> Update:
         meta, cap = instruction.meta, self.config.max_local_steps
         steps, budget_s = int(meta.get("local_steps", 1)), meta.get("time_budget_s")
         session = LocalRound(self, instruction)
-        compute0, started = self.trainer.stats.compute_s, time.perf_counter()
+        compute0, started = self.trainer.stats.compute_s, self.ctx.now()
         while True:
             session.step()
             if session.steps >= cap:
@@ -97,7 +103,7 @@ class BudgetClient(ClientAlgorithm):
                 if session.steps >= steps:
                     break
             else:
-                elapsed = time.perf_counter() - started
+                elapsed = self.ctx.now() - started
                 if elapsed + elapsed / session.steps > budget_s:
                     break
         update = session.finish()
@@ -105,17 +111,7 @@ class BudgetClient(ClientAlgorithm):
         return update
 
 
-def server_half(config: AlgorithmConfig, initial: ModelState, clients: list[int], budget: Budget = "steps") -> ServerAlgorithm:
-    """The server half the Flower runtime runs for `config`: ESync's budgeted one, else the registered one."""
-    if isinstance(config, ESyncConfig):
-        return BudgetESyncServer(config, initial, clients, budget)
-    spec = algorithms.get(config.name)
-    if spec.client.uses_queries:
-        raise ValueError(f"{config.name}: its client half queries the server mid-instruction, which a Flower "
-                         "ClientApp cannot do")
-    return spec.server(config, initial, clients)
-
-
-def client_half(name: str) -> type[ClientAlgorithm]:
-    """The client half a Flower node runs for the algorithm `name`."""
-    return BudgetClient if name == "esync" else algorithms.get(name).client
+SPEC = register(AlgorithmSpec(
+    name="esync_budget", config=ESyncBudgetConfig, server=ESyncBudgetServer, client=ESyncBudgetClient,
+    family="synchronous", paper="ESync (Li, Zhou, Yu): esync.txt Alg. 1–2, decided per round",
+))

@@ -1,0 +1,214 @@
+"""Who is in the run: admission (HELLO → WELCOME), the socket each rank speaks from, and liveness.
+
+`Membership` owns the coordinator's socket. It admits clients under their rank (a client's new socket
+of the same process takes its rank over), refuses what it cannot use with an ERROR reply (its warning
+rate-limited per peer: log_limit.py), sends heartbeats to quiet clients and declares silent or exited
+ones lost. What a loss or a return means for the algorithm in progress is the coordinator's business:
+it is told through `on_lost`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from edgesync.constants import HEARTBEAT_INTERVAL_S, JOIN_TIMEOUT_S, POLL_INTERVAL_S
+from edgesync.emulation.links import Link
+from edgesync.emulation.profiles import Profile, parse_profile
+from edgesync.runtime.liveness import Liveness
+from edgesync.runtime.log_limit import RateLimitedLog
+from edgesync.runtime.progress import Progress
+from edgesync.scenario import Scenario
+from edgesync.transport import protocol
+from edgesync.transport.fields import check_client_fields
+from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
+
+log = logging.getLogger("edgesync.coordinator")
+
+TEND_EVERY_S = 0.2  # how often liveness is looked after
+
+
+class RunAborted(RuntimeError):
+    """The run cannot go on (a client never joined, a local client process died…)."""
+
+
+@dataclass
+class Peer:
+    rank: int
+    identity: bytes
+    info: dict[str, Any]
+    profile: Profile
+    instance: str | None = None  # the client process's token (HELLO): a new socket of the same process
+
+    def same_process(self, hello: Message) -> bool:
+        return self.instance is not None and hello.meta.get("instance") == self.instance
+
+
+def transport_link(link: Link, kernel_shapes: frozenset[str]) -> Link:
+    """What the transport must still emulate of `link` when the kernel (tc) applies `kernel_shapes`."""
+    return Link(rate_mbps=None if "rate" in kernel_shapes else link.rate_mbps,
+                latency_s=0.0 if "delay" in kernel_shapes else link.latency_s,
+                jitter_s=0.0 if "jitter" in kernel_shapes else link.jitter_s,
+                loss=0.0 if "loss" in kernel_shapes else link.loss)
+
+
+@dataclass
+class Membership:
+    scenario: Scenario
+    sock: Any  # CoordinatorSocket, or the Flower runtime's GridSocket (same API)
+    heartbeats: bool = True  # False where the transport keeps liveness itself (Flower)
+    kernel_shapes: frozenset[str] = frozenset()  # link properties tc applies (netns backend)
+    health_check: Callable[[], list[tuple[int, str]] | None] = lambda: None  # [(rank, why)] of exited local clients
+    on_lost: Callable[[int], None] = lambda rank: None  # the algorithm in progress closes rounds without it
+    quorum: Callable[[], int] = lambda: 1  # clients the algorithm in progress needs alive
+    peers: dict[int, Peer] = field(default_factory=dict)
+    ranks: dict[bytes, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.liveness = Liveness(self.scenario.faults.client_timeout_s)
+        self.warnings = RateLimitedLog(log)
+        self._next_tend = 0.0
+        self._short_since: float | None = None  # when the live clients fell below the quorum
+
+    @property
+    def size(self) -> int:
+        return len(self.scenario.clients)
+
+    def alive(self, ranks=None) -> list[int]:
+        return self.liveness.alive(self.peers if ranks is None else ranks)
+
+    def send(self, rank: int, message: Message) -> None:
+        self.sock.send(self.peers[rank].identity, message)
+
+    def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
+        """The socket's next message, its metadata fields checked: a bad one comes as a ProtocolError."""
+        item = self.sock.recv(timeout_s)
+        if item is not None and item[0] in self.ranks:
+            self.liveness.seen(self.ranks[item[0]])
+        if item is None or isinstance(item[1], ProtocolError):
+            return item
+        try:
+            check_client_fields(item[1])
+        except ProtocolError as exc:
+            return item[0], exc
+        return item
+
+    # -- joining -----------------------------------------------------------------------------------
+    def join_all(self, progress: Progress) -> None:
+        """Wait until every client of the scenario has said HELLO (RunAborted after JOIN_TIMEOUT_S)."""
+        want = self.size
+        progress.status(f"waiting for {want} clients on {self.sock.address}")
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while len(self.peers) < want:
+            if time.monotonic() > deadline:
+                raise RunAborted(f"only {len(self.peers)} of {want} clients joined within {JOIN_TIMEOUT_S:.0f} s")
+            self.tend()
+            item = self.recv(POLL_INTERVAL_S * 5)
+            if item is None:
+                continue
+            identity, msg = item
+            if isinstance(msg, ProtocolError):
+                self.reject(identity, str(msg))
+            elif msg.type == T.HELLO:
+                self.admit(identity, msg)
+            elif identity not in self.ranks:
+                self.say_hello_first(identity, msg, "")
+            elif msg.type != T.HEARTBEAT:
+                self.reject(identity, f"{msg.type} while clients join")
+        progress.status(f"{want} clients joined")
+
+    def admit(self, identity: bytes, msg: Message) -> None:
+        want = self.size
+        asked = msg.meta.get("rank")
+        if identity in self.ranks:
+            return self.reject(identity, "already joined")
+        holder = self.peers.get(asked) if isinstance(asked, int) else None
+        if holder is not None and holder.same_process(msg):
+            # It gave up waiting for WELCOME on its earlier socket, which has since been answered: the
+            # rank moves to the new socket rather than being refused as taken.
+            log.info("client %d said HELLO again on a new socket: it replaces its earlier one", asked)
+            self.forget(asked)
+        free = [r for r in range(want) if r not in self.peers]
+        if asked is not None and (not isinstance(asked, int) or asked not in free):
+            return self.reject(identity, f"rank {asked!r} is taken or outside 0..{want - 1}", fatal=True)
+        rank = asked if asked is not None else free[0]
+        profile = self.scenario.clients[rank].profile
+        if msg.meta.get("profile"):
+            try:
+                profile = parse_profile(msg.meta["profile"])
+            except ValueError as exc:
+                return self.reject(identity, f"profile: {exc}", fatal=True)
+        info = msg.meta.get("info") if isinstance(msg.meta.get("info"), dict) else {}
+        self.peers[rank] = Peer(rank, identity, info, profile, msg.meta.get("instance"))
+        self.ranks[identity] = rank
+        up, down = (transport_link(link, self.kernel_shapes) for link in self.scenario.client_links(rank))
+        seed = self.scenario.seed * 7919 + 2 * rank  # as the simulator: the same jitter and losses
+        self.sock.send(identity, protocol.welcome(rank, want, self.scenario.name, asdict(up), seed,
+                                                  self.scenario.faults.client_timeout_s))
+        self.liveness.seen(rank)
+        self.sock.set_link(identity, down, seed + 1)
+        log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
+                 info.get("device"), profile.label, up.describe(), down.describe())
+
+    def reject(self, identity: bytes, reason: str, fatal: bool = False, hello: bool = False) -> None:
+        """Answer a message that is not used with ERROR; the warning is rate-limited per peer."""
+        self.warnings.warning(identity, f"message from {identity!r} rejected: {reason}")
+        self.sock.send(identity, protocol.error(reason, fatal=fatal, hello=hello))
+
+    def say_hello_first(self, identity: bytes, msg: Message, when: str) -> None:
+        """Refuse a message from a socket that never said HELLO to this coordinator. Usually it is a
+        client's old socket that ZeroMQ reconnected by itself to a restarted coordinator on the same
+        address: `hello` tells that client to reconnect and ask for its rank (a stranger that does so
+        is then judged on its HELLO)."""
+        self.reject(identity, f"{msg.type} from a connection that has not said HELLO{when}: say HELLO", hello=True)
+
+    def forget(self, rank: int) -> None:
+        """Drop `rank`'s socket: a new one (of the same or a new process) is about to take the rank."""
+        self.ranks.pop(self.peers.pop(rank).identity, None)
+
+    # -- liveness ----------------------------------------------------------------------------------
+    def tend(self) -> None:
+        """A few times a second: heartbeats to quiet clients, silent or exited clients lost, quorum."""
+        now = time.monotonic()
+        if now < self._next_tend:
+            return
+        self._next_tend = now + TEND_EVERY_S
+        self.warnings.flush()
+        for rank, why in self.health_check() or []:  # local client processes that exited
+            self.lose(rank, why)
+        if not self.heartbeats:
+            return
+        last_send = self.sock.last_send
+        for rank in self.alive():
+            identity = self.peers[rank].identity
+            if now - last_send.get(identity, 0.0) >= HEARTBEAT_INTERVAL_S:
+                self.sock.send(identity, protocol.heartbeat())
+        for rank, silent in self.liveness.silent(self.peers):
+            self.lose(rank, f"silent for {silent:.1f} s (faults.client_timeout_s = {self.liveness.timeout_s:g})")
+        self._check_quorum(now)
+
+    def _check_quorum(self, now: float) -> None:
+        """Abort once too few clients have been alive for longer than the timeout."""
+        need, alive = self.quorum(), len(self.alive())
+        if alive >= need or not self.peers:
+            self._short_since = None
+            return
+        if self._short_since is None:
+            self._short_since = now
+            log.warning("only %d clients alive, %d needed: waiting up to %.0f s for some to come back", alive, need,
+                        self.liveness.timeout_s)
+        elif now - self._short_since > self.liveness.timeout_s:
+            lost = ", ".join(f"client {r}: {why}" for r, why in sorted(self.liveness.lost.items()))
+            raise RunAborted(f"only {alive} clients alive, {need} needed (faults.quorum) for "
+                             f"{self.liveness.timeout_s:.0f} s; lost: {lost}")
+
+    def lose(self, rank: int, why: str) -> None:
+        if rank not in self.peers or not self.liveness.lose(rank, why):
+            return
+        log.warning("client %d lost: %s", rank, why)
+        self.on_lost(rank)
+
+    def shutdown(self) -> None:
+        for peer in self.peers.values():
+            self.sock.send(peer.identity, protocol.shutdown())

@@ -1,0 +1,123 @@
+"""The client phases around an algorithm's training: SETUP every client, CALIBRATE the throttled ones one
+at a time, and at the end END → STATS, written as clients.jsonl rows through the run's accounting.
+
+`Phases.collect` waits for one kind of message from a set of clients while keeping liveness: the
+Flower runtime uses it for its federated evaluation (EVALUATE → EVALUATED).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from edgesync.algorithms.base import AlgorithmConfig
+from edgesync.constants import POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
+from edgesync.emulation.throttle import is_throttled
+from edgesync.runtime.accounting import AlgorithmAccount
+from edgesync.runtime.membership import Membership, RunAborted
+from edgesync.runtime.progress import Progress
+from edgesync.transport import protocol
+from edgesync.transport.protocol import MessageType as T, ProtocolError
+
+log = logging.getLogger("edgesync.coordinator")
+
+
+class Phases:
+    def __init__(self, members: Membership, progress: Progress):
+        self.members = members
+        self.scenario = members.scenario
+        self.progress = progress
+        self.splits: list[np.ndarray] = []  # every client's training-sample indices (set by the coordinator)
+        self.set_up_for: dict[int, str] = {}  # rank → the algorithm its client half was last set up for
+
+    def send_setup(self, config: AlgorithmConfig, rank: int) -> None:
+        sc, peer = self.scenario, self.members.peers[rank]
+        meta = {
+            "label": config.key, "algorithm": config.model_dump(mode="json"),
+            "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+            "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
+            "device": sc.clients[rank].device,
+        }
+        self.members.send(rank, protocol.setup(meta, torch.from_numpy(self.splits[rank])))
+        self.set_up_for[rank] = config.key
+
+    def setup_all(self, config: AlgorithmConfig) -> None:
+        for rank in self.members.alive():
+            self.send_setup(config, rank)
+        self.progress.status(f"setting up {config.key}")
+        self.collect(T.READY, READY_TIMEOUT_S)
+
+    def calibrate_all(self) -> None:
+        """One client at a time, so each measures its undisturbed step time."""
+        members = self.members
+        for rank, peer in sorted(members.peers.items()):
+            if not is_throttled(peer.profile) or rank in members.liveness.lost:
+                continue
+            self.progress.status(f"calibrating client {rank}")
+            members.send(rank, protocol.calibrate())
+            replies = self.collect(T.CALIBRATED, READY_TIMEOUT_S, only={rank})
+            if rank in replies:
+                peer.info["reference_step_s"] = replies[rank].get("reference_s")
+
+    def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict],
+                refused: dict[int, int]) -> None:
+        """END to every live client; a clients.jsonl row for every client, from its STATS and the socket's bytes."""
+        members, sock = self.members, self.members.sock
+        for rank in members.alive():
+            members.send(rank, protocol.end())
+        stats = self.collect(T.STATS, STATS_TIMEOUT_S, strict=False)
+        in0, out0 = bytes_at_start
+        liveness = members.liveness
+        for rank, peer in sorted(members.peers.items()):
+            error = None
+            if rank in liveness.lost:
+                error = f"lost: {liveness.lost[rank]}"
+            elif rank not in stats:
+                error = "no statistics: the client did not answer END"
+            account.log_client(rank, peer.profile.label, stats.get(rank, {}),
+                               bytes_up=sock.bytes_in.get(peer.identity, 0) - in0.get(peer.identity, 0),
+                               bytes_down=sock.bytes_out.get(peer.identity, 0) - out0.get(peer.identity, 0),
+                               host=peer.info.get("host"), device=peer.info.get("device"), gpu=peer.info.get("gpu"),
+                               refused=refused.get(rank, 0), lost=liveness.losses[rank],
+                               rejoined=liveness.returns[rank], error=error)
+
+    def collect(self, kind: T, timeout_s: float, only: set[int] | None = None,
+                strict: bool = True) -> dict[int, dict]:
+        """One `kind` message's metadata from each live client (or from `only`); other traffic is dropped.
+        `strict`: RunAborted when one does not answer in time or reports an ERROR, else a warning."""
+        members = self.members
+        waiting = set(members.alive(only if only is not None else members.peers))
+        got: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout_s
+        while waiting := waiting - set(members.liveness.lost):  # a client lost meanwhile is not waited for
+            if time.monotonic() > deadline:
+                if strict:
+                    raise RunAborted(f"clients {sorted(waiting)} sent no {kind} within {timeout_s:.0f} s")
+                log.warning("clients %s sent no %s within %.0f s", sorted(waiting), kind, timeout_s)
+                break
+            members.tend()
+            item = members.recv(POLL_INTERVAL_S * 5)
+            if item is None:
+                continue
+            identity, msg = item
+            rank = members.ranks.get(identity)
+            if isinstance(msg, ProtocolError):
+                members.reject(identity, str(msg))
+            elif rank is None and msg.type == T.HELLO:  # a client coming back between algorithms tries again
+                members.reject(identity, "between algorithms; say HELLO again in a moment")
+            elif rank is None:
+                members.say_hello_first(identity, msg, " (between algorithms)")
+            elif rank in members.liveness.lost:
+                pass  # it is taken back, and set up, once the next algorithm runs
+            elif msg.type == T.ERROR:
+                reason = msg.meta.get("reason")
+                if strict and rank in waiting:
+                    raise RunAborted(f"client {rank} failed while waiting for {kind}: {reason}")
+                log.error("client %d reports: %s", rank, reason)
+            elif msg.type == kind and rank in waiting:
+                got[rank] = msg.meta
+                waiting.discard(rank)
+            # anything else (late UPDATEs after END) belongs to a finished phase: dropped
+        return got
