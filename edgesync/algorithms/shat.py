@@ -130,6 +130,14 @@ class SHATServer(AsyncServer):
             table.pop(client, None)
         return super().on_client_lost(client)
 
+    def on_client_joined(self, client: int):
+        """Back (its client half may be a new process): taken in as at the start. Its reply is the first
+        instruction again (θ̃ itself, α = 1, c_i = 0), its c_i counts from now, its mirror starts at θ̃."""
+        self.owed.pop(client, None)
+        self.previous[client] = self.updates
+        self.local[client] = self.params
+        return super().on_client_joined(client)
+
 
 class SHATRootServer(SHATServer):
     def scale(self, n: int) -> float:
