@@ -78,6 +78,7 @@ class ModelState:
 
     params: torch.Tensor
     buffers: torch.Tensor
+    sizes: tuple[int, ...] = ()  # numel of each parameter tensor, in flat order (params.py); () = one layer
 
 
 class ServerAlgorithm(ABC):
