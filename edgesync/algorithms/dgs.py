@@ -61,7 +61,7 @@ import torch
 from pydantic import Field
 
 from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
@@ -158,6 +158,10 @@ class DGSServer(AsyncServer):
         self.pending: dict[int, dict[str, torch.Tensor]] = {}  # the reply built by apply()
         self.value_dtype = DTYPES[config.value_dtype]
         self._up: dict[str, Any] = {}
+
+    def update_format(self) -> UpdateFormat:
+        """"delta", dense or sparse (delta.idx + delta.val), values float32 or the configured value_dtype."""
+        return UpdateFormat(self.update_key, True, frozenset({torch.float32, self.value_dtype}))
 
     def v_bytes(self) -> int:
         """The master's memory for the N v_k vectors (N × numel × 4 bytes)."""
