@@ -78,6 +78,17 @@ class ModelState:
 
     params: torch.Tensor
     buffers: torch.Tensor
+    sizes: tuple[int, ...] = ()  # numel of each parameter tensor, in flat order (params.py); () = one layer
+
+
+@dataclass(frozen=True)
+class UpdateFormat:
+    """What a server half accepts as an update's main tensor; the runtime refuses anything else
+    (runtime/update_check.py) before `on_update` sees it."""
+
+    key: str | None  # its name ("grad", "delta", "params"); None: any of those
+    sparse: bool  # whether it may also travel as f"{key}.idx" + f"{key}.val" (compression.codec)
+    value_dtypes: frozenset  # dtypes its values may have
 
 
 class ServerAlgorithm(ABC):
@@ -88,6 +99,7 @@ class ServerAlgorithm(ABC):
     """
 
     now: Callable[[], float] = staticmethod(time.perf_counter)
+    update_key: ClassVar[str | None] = None  # the tensor every update carries; None: not declared
 
     def __init__(self, config: AlgorithmConfig, initial: ModelState, clients: list[int]):
         self.config = config
@@ -104,6 +116,11 @@ class ServerAlgorithm(ABC):
     @abstractmethod
     def on_update(self, client: int, update: Update) -> list[Send]:
         """An update arrived from `client`. Returns what to send now (possibly nothing: a barrier)."""
+
+    def update_format(self) -> UpdateFormat:
+        """How this half's updates look. Default: dense float32 under `update_key`; a half that takes
+        sparse payloads or other dtypes (the DGS family) says so here."""
+        return UpdateFormat(self.update_key, False, frozenset({torch.float32}))
 
     def on_client_lost(self, client: int) -> list[Send]:
         """`client` is gone. Returns what to send to the others; by default nothing changes."""

@@ -48,13 +48,14 @@ def warmup_rate(rates: tuple[float, ...], rate: float, epochs: float) -> float:
     return rates[e] if 0 <= e < len(rates) else rate
 
 
-def dgc_step(u, v, g, lr: float, m: float, rate: float, method: str = "exact"):
-    """u ← m·u + g; v ← v + η·u; top-R of v sent; u, v zeroed there. Returns (v, indices, u_kept, v_kept)."""
+def dgc_step(u, v, g, lr: float, m: float, rate: float, method: str = "exact", sizes: tuple[int, ...] = ()):
+    """u ← m·u + g; v ← v + η·u; top-R of v (per layer of `sizes`) sent; u, v zeroed there.
+    Returns (v, indices, u_kept, v_kept)."""
     u = g if u is None else m * u + g
     v = lr * u if v is None else v + lr * u
     if rate >= 1:
         return v, None, torch.zeros_like(u), torch.zeros_like(v)
-    idx = select(v, rate, method)
+    idx = select(v, rate, method, sizes=sizes)
     u_kept, v_kept = u.clone(), v.clone()
     u_kept[idx] = 0
     v_kept[idx] = 0
@@ -68,7 +69,7 @@ class DGCAsyncClient(DGSClient):
         cfg = self.config
         rate = warmup_rate(cfg.warmup_rates, cfg.rate, float(meta.get("epochs", 0.0)))
         v, idx, self.memory["u"], self.memory["v"] = dgc_step(
-            self.memory.get("u"), self.memory.get("v"), g, lr, cfg.momentum, rate, cfg.topk)
+            self.memory.get("u"), self.memory.get("v"), g, lr, cfg.momentum, rate, cfg.topk, self.layer_sizes())
         return v, idx
 
 

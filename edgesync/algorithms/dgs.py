@@ -39,6 +39,11 @@ Choices fixed here:
   BatchNorm statistics travel dense with every update; the master keeps the latest and sends them with
   every reply (as ASGD). Instruction meta: version, lr, epochs (the master's training progress).
 - The sampled top-k draws from torch's global generator (seeded by the runtimes).
+- Top-k scope (`topk_scope`): `layer` (default) as Alg. 1–3 (`for j = 0..J: thr ← R% of |u[j]|`): each
+  parameter tensor keeps its own top k = max(1, ⌊R·numel_j⌋) (ALGORITHMS.md's k, per tensor), on both
+  sides — the client reads the tensors from its trainer's model, the master from `ModelState.sizes`
+  (() = one layer). `global` is one top-k over the flattened model (large layers crowd out small ones).
+  Per layer, an update carries Σ_j max(1, ⌊R·numel_j⌋) entries: a few more than ⌊R·numel⌋.
 
 Per update the master logs, besides the lag τ and the gap ‖θ₀ + M − (θ₀ + v_k)‖/√k of the async family:
 `density_up`/`density_down` (fraction of coordinates each payload carries), `bytes_up`/`bytes_down`
@@ -56,7 +61,7 @@ import torch
 from pydantic import Field
 
 from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
@@ -75,6 +80,8 @@ class SparseAsyncConfig(WarmupConfig):
                                      "global versions have passed since its last one; null/0 = never")
     value_dtype: Literal["float32", "float16"] = Field("float32", description="dtype of the values sent")
     topk: Literal["exact", "sampled"] = Field("exact", description="top-k by torch.topk, or DGC's sampled threshold")
+    topk_scope: Literal["layer", "global"] = Field("layer", description="top-k per parameter tensor (dgs.txt "
+                                                   "Alg. 1–3), or over the whole flattened model")
 
 
 class DGSConfig(SparseAsyncConfig):
@@ -82,14 +89,14 @@ class DGSConfig(SparseAsyncConfig):
     momentum: float = Field(0.9, ge=0, lt=1, description="m, the SAMomentum coefficient")
 
 
-def samomentum_step(u: torch.Tensor | None, step: torch.Tensor, m: float, rate: float,
-                    method: str = "exact") -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def samomentum_step(u: torch.Tensor | None, step: torch.Tensor, m: float, rate: float, method: str = "exact",
+                    sizes: tuple[int, ...] = ()) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """One SAMomentum step (Alg. 3 lines 6–11) on `step` = η·g: returns (u, indices, u_stored).
 
     u = m·u_prev + step is the vector whose entries at `indices` are sent (None: all, the dense path);
     u_stored is what the client keeps: u on the sent coordinates, u/m on the others (Eq. 12). m = 0 is
     the limit m → 0⁺: u = u_prev + step, and u_stored is u with the sent coordinates zeroed (gradient
-    dropping's residual).
+    dropping's residual). `sizes`: the layers top-R is taken in (`compression.topk.select`).
     """
     if u is None:
         u = step
@@ -97,7 +104,7 @@ def samomentum_step(u: torch.Tensor | None, step: torch.Tensor, m: float, rate: 
         u = u + step if m == 0 else m * u + step
     if rate >= 1:
         return u, None, (u if m > 0 else torch.zeros_like(u))
-    idx = select(u, rate, method)
+    idx = select(u, rate, method, sizes=sizes)
     if m > 0:
         stored = u / m  # u + (1/m − 1)·u on the unsent coordinates
         stored[idx] = u[idx]
@@ -135,9 +142,15 @@ class DGSServer(AsyncServer):
 
     config: SparseAsyncConfig
     update_key = "delta"  # on_update hands the loop the decoded (dense) payload under this name
+    _NOT_STATE = AsyncServer._NOT_STATE | {"sizes"}  # from the initial model, not state
 
     def __init__(self, config, initial, clients):
         super().__init__(config, initial, clients)
+        sizes = tuple(initial.sizes)
+        if sizes and sum(sizes) != self.params.numel():
+            raise ValueError(f"{config.name}: layer sizes add up to {sum(sizes)}, the model has "
+                             f"{self.params.numel()} parameters")
+        self.sizes = sizes if config.topk_scope == "layer" else ()  # layers of R₂'s top-k; () = one
         self.theta0 = self.params  # θ₀; self.params = θ₀ + M is replaced, never changed in place
         self.M = torch.zeros_like(self.params)
         self.v: dict[int, torch.Tensor] = {}          # v_k: what client k has been sent (θ_k = θ₀ + v_k)
@@ -145,6 +158,10 @@ class DGSServer(AsyncServer):
         self.pending: dict[int, dict[str, torch.Tensor]] = {}  # the reply built by apply()
         self.value_dtype = DTYPES[config.value_dtype]
         self._up: dict[str, Any] = {}
+
+    def update_format(self) -> UpdateFormat:
+        """"delta", dense or sparse (delta.idx + delta.val), values float32 or the configured value_dtype."""
+        return UpdateFormat(self.update_key, True, frozenset({torch.float32, self.value_dtype}))
 
     def v_bytes(self) -> int:
         """The master's memory for the N v_k vectors (N × numel × 4 bytes)."""
@@ -163,7 +180,7 @@ class DGSServer(AsyncServer):
         g = self.M - v
         r2 = self.config.secondary_rate
         if r2 is not None and r2 < 1:
-            idx = select(g, r2, self.config.topk)
+            idx = select(g, r2, self.config.topk, sizes=self.sizes)
             idx = idx[g[idx] != 0]
         else:
             idx = torch.nonzero(g).squeeze(1)
@@ -235,6 +252,15 @@ class DGSClient(ClientAlgorithm):
         self.buffers: torch.Tensor | None = None
         self.memory: dict[str, Any] = {}  # u (DGS), r (GD-async), u and v (DGC-async); the η of u
         self.value_dtype = DTYPES[config.value_dtype]
+        self._sizes: tuple[int, ...] | None = None
+
+    def layer_sizes(self) -> tuple[int, ...]:
+        """The layers top-R is taken in: the trainer's parameter tensors, in the flat vectors' order
+        (`params.get_params`: model.parameters()) under `topk_scope: layer`; () (one layer) under `global`."""
+        if self._sizes is None:
+            self._sizes = (tuple(p.numel() for p in self.trainer.model.parameters())
+                           if self.config.topk_scope == "layer" else ())
+        return self._sizes
 
     def sparsify(self, g: torch.Tensor, lr: float, meta: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(x, indices): send x at indices (None = all of x); updates `self.memory`. Here: SAMomentum."""
@@ -242,7 +268,8 @@ class DGSClient(ClientAlgorithm):
         u = self.memory.get("u")
         if u is not None and m > 0:
             u = correct_momentum(u, self.memory["lr"], lr)
-        x, idx, self.memory["u"] = samomentum_step(u, lr * g, m, self.config.rate, self.config.topk)
+        x, idx, self.memory["u"] = samomentum_step(u, lr * g, m, self.config.rate, self.config.topk,
+                                                   self.layer_sizes())
         self.memory["lr"] = lr
         return x, idx
 

@@ -34,7 +34,7 @@ class GDAsyncClient(DGSClient):
     def sparsify(self, g, lr, meta):
         """r ← r + η·g; send top-R of r; zero what was sent."""
         r, idx, self.memory["r"] = samomentum_step(self.memory.get("r"), lr * g, 0.0, self.config.rate,
-                                                   self.config.topk)
+                                                   self.config.topk, self.layer_sizes())
         return r, idx
 
 

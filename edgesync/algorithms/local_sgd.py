@@ -92,10 +92,6 @@ class LocalRound:
         return Update(tensors=tensors, meta=meta)
 
 
-def local_round_update(client: ClientAlgorithm, instruction: Instruction) -> LocalRound:
-    return LocalRound(client, instruction)
-
-
 class LocalSGDClient(ClientAlgorithm):
     config: LocalSGDConfig
 

@@ -17,7 +17,16 @@ Client (Alg. 1, SHAT_WORKER): keeps its own model θ_i. It computes g_i = ∇J(�
 step θ_i ← θ_i − η·g_i (Eq. 2–3; Alg. 1 leaves it implicit) and sends g_i (Alg. 1 line 5: the master
 applies the raw gradient, as ASGD). On the reply it mixes θ_i ← (1 − α_i)·θ_i + α_i·θ̃ (Eq. 3), and
 its BatchNorm statistics the same way; then computes the next gradient. The first instruction carries
-α = 1: θ_i starts at θ̃₀.
+α = 1: θ_i starts at θ̃₀; so does the first one after a lost client is back (its c_i counts from then).
+
+Momentum (`momentum: m`, default 0 = Alg. 1 as written). shat.txt §4.1.3 says only "we use momentum SGD
+and set momentum as 0.9", for SHAT and its baselines alike. Read here as the worker's optimizer: the
+client keeps a learning-rate-free velocity v ← m·v + g_i (heavy ball, TensorFlow's MomentumOptimizer,
+the paper's framework), steps θ_i ← θ_i − η·v and sends v where Alg. 1 sends g_i; the master applies
+θ̃ ← θ̃ − η·v. So α = 1 is ASGD with client-side momentum (ASP trained with momentum SGD), one client is
+heavy-ball SGD, and the master's mirror of θ_i needs no change. Being learning-rate free, v needs no
+correction under the warm-up. v survives between instructions in `state_dict` (Flower restarts the
+client process); a client half that starts afresh starts with v = 0.
 
 Variants (the paper's baselines), each overriding one hook: ASP is `asgd` (α = 1); `ensemble`
 (α = 0, local-only training: θ̃ is never sent after the first instruction); `shat_root`
@@ -45,7 +54,14 @@ from edgesync.algorithms.warmup import WarmupConfig
 log = logging.getLogger("edgesync.algorithms.shat")
 
 
-class SHATConfig(WarmupConfig):
+class SHATFamilyConfig(WarmupConfig):
+    """The keys SHAT, SHAT-root and ENSEMBLE share (their clients are one class)."""
+
+    momentum: float = Field(0.0, ge=0, lt=1, description="m, the client's heavy-ball momentum (shat.txt §4.1.3 "
+                            "trains with 0.9); 0 = plain SGD, as the paper's Alg. 1")
+
+
+class SHATConfig(SHATFamilyConfig):
     name: Literal["shat"] = "shat"
     log_base: Literal["e", "2"] = Field("e", description="base of log n in α_i = 1 − s_i/log n")
 
@@ -55,11 +71,11 @@ class SHATConfig(WarmupConfig):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v  # YAML's 2 is an int
 
 
-class SHATRootConfig(WarmupConfig):
+class SHATRootConfig(SHATFamilyConfig):
     name: Literal["shat_root"] = "shat_root"
 
 
-class EnsembleConfig(WarmupConfig):
+class EnsembleConfig(SHATFamilyConfig):
     name: Literal["ensemble"] = "ensemble"
 
 
@@ -82,7 +98,7 @@ def mix(local: torch.Tensor, global_: torch.Tensor, alpha: float) -> torch.Tenso
 
 
 class SHATServer(AsyncServer):
-    config: SHATConfig  # shat_root and ensemble use WarmupConfig: they override what reads log_base
+    config: SHATConfig  # shat_root and ensemble have no log_base: they override what reads it
     mixes = True  # False: α ≡ 0 by design (ENSEMBLE), so α = 0 is no degeneration worth a warning
 
     def __init__(self, config, initial, clients):
@@ -130,6 +146,14 @@ class SHATServer(AsyncServer):
             table.pop(client, None)
         return super().on_client_lost(client)
 
+    def on_client_joined(self, client: int):
+        """Back (its client half may be a new process): taken in as at the start. Its reply is the first
+        instruction again (θ̃ itself, α = 1, c_i = 0), its c_i counts from now, its mirror starts at θ̃."""
+        self.owed.pop(client, None)
+        self.previous[client] = self.updates
+        self.local[client] = self.params
+        return super().on_client_joined(client)
+
 
 class SHATRootServer(SHATServer):
     def scale(self, n: int) -> float:
@@ -144,14 +168,23 @@ class EnsembleServer(SHATServer):
 
 
 class SHATClient(ClientAlgorithm):
-    """Own model θ_i: mix with the reply's θ̃ by α, gradient at θ_i, local step, send the gradient."""
+    """Own model θ_i: mix with the reply's θ̃ by α, gradient at θ_i, local step, send the step's direction."""
 
-    config: SHATConfig
+    config: SHATFamilyConfig
 
     def __init__(self, config, trainer):
         super().__init__(config, trainer)
         self.theta: torch.Tensor | None = None
         self.buffers: torch.Tensor | None = None
+        self.velocity: torch.Tensor | None = None  # v, learning-rate free; None with m = 0
+
+    def direction(self, g: torch.Tensor) -> torch.Tensor:
+        """The step's direction: g, or with momentum v ← m·v + g (heavy ball, TF's MomentumOptimizer)."""
+        m = self.config.momentum
+        if m == 0:
+            return g
+        self.velocity = g if self.velocity is None else m * self.velocity + g
+        return self.velocity
 
     def on_instruction(self, instruction: Instruction) -> Update:
         alpha = float(instruction.meta.get("alpha", 1.0))
@@ -168,8 +201,9 @@ class SHATClient(ClientAlgorithm):
             t.set_buffers(self.buffers)
         g, loss = t.gradient(self.config.weight_decay)
         lr = float(instruction.meta.get("lr", self.config.lr))
-        self.theta = self.theta - lr * g  # the local step
-        tensors = {"grad": g}
+        step = self.direction(g)
+        self.theta = self.theta - lr * step  # the local step
+        tensors = {"grad": step}
         buffers = t.get_buffers()
         if buffers.numel():
             self.buffers = tensors["buffers"] = buffers
@@ -178,10 +212,11 @@ class SHATClient(ClientAlgorithm):
         return Update(tensors=tensors, meta=meta)
 
     def state_dict(self) -> dict:
-        return {"theta": self.theta, "buffers": self.buffers}
+        return {"theta": self.theta, "buffers": self.buffers, "velocity": self.velocity}
 
     def load_state_dict(self, state: dict) -> None:
         self.theta, self.buffers = state.get("theta"), state.get("buffers")
+        self.velocity = state.get("velocity")
 
 
 PAPER = "SHAT (Ko & Kim 2022), shat.txt"

@@ -14,6 +14,9 @@ Used by DGS (Yan, "Gradient Sparsification for Asynchronous Distributed Training
   is a candidate, and the trim keeps exactly k: correct, as slow as exact.
 
 Indices come back int64, 1-D, sorted ascending, and unique; never more than k of them.
+
+`select` applies either per layer (each parameter tensor's slice of the flat vector keeps its own
+top k, dgs.txt Alg. 1–3) or over the whole vector (one layer).
 """
 from __future__ import annotations
 
@@ -109,8 +112,25 @@ def topk_indices(x: torch.Tensor, k: int, method: str = "exact", sample_size: in
     return indices.sort().values
 
 
-def select(x: torch.Tensor, rate: float, method: str = "exact", generator=None) -> torch.Tensor:
-    """topk_indices(x, k_for(x.numel(), rate), method); rate >= 1.0 returns torch.arange(numel) (dense path)."""
+def select(x: torch.Tensor, rate: float, method: str = "exact", generator=None,
+           sizes: tuple[int, ...] = ()) -> torch.Tensor:
+    """The entries of flat x to send at `rate`: indices (int64, 1-D, sorted ascending, unique).
+
+    `sizes` splits x into consecutive layers (parameter tensors, in flat order) and each layer keeps its
+    own top k_for(size, rate) (dgs.txt Alg. 1–3: a threshold per layer; at least one entry each); () is
+    one layer: topk_indices(x, k_for(x.numel(), rate), method). rate >= 1.0 returns torch.arange(numel)
+    (the dense path). ValueError if `sizes` does not add up to x.numel().
+    """
+    if sizes and sum(sizes) != x.numel():
+        raise ValueError(f"select: layer sizes add up to {sum(sizes)}, the vector has {x.numel()} entries")
     if rate >= 1.0:
         return torch.arange(x.numel(), dtype=torch.int64, device=x.device)
-    return topk_indices(x, k_for(x.numel(), rate), method, generator=generator)
+    if len(sizes) <= 1:
+        return topk_indices(x, k_for(x.numel(), rate), method, generator=generator)
+    parts, offset = [torch.empty(0, dtype=torch.int64, device=x.device)], 0
+    for n in sizes:
+        if n:
+            layer = x[offset:offset + n]                                       # (n,)
+            parts.append(topk_indices(layer, k_for(n, rate), method, generator=generator) + offset)
+        offset += n
+    return torch.cat(parts)  # each part sorted, the offsets increasing: sorted

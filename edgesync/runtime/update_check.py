@@ -5,10 +5,11 @@ the wrong dtype or holding NaN/Inf would poison the global model for good. The c
 `UpdateCheck.check` on every UPDATE first; `UpdateRefused` names the tensor, what it holds and what
 was expected, and the update is answered with ERROR and not applied.
 
-What an update may carry:
-- the algorithm's field (`update_key`: "grad", "delta" or "params"), 1-D, as many elements as the
-  model has parameters, float32 — or, for the DGS family, float32/its `value_dtype`, and either dense
-  or sparse as `delta.idx` (int32/int64, every index in range) + `delta.val` (same length);
+What an update may carry is what the server half declares (`ServerAlgorithm.update_format()`):
+- its main tensor (`key`: "grad", "delta" or "params"; any of them if the half names none), 1-D, as
+  many elements as the model has parameters, of a declared value dtype (float32 by default) — and, if
+  the format is sparse (the DGS family), either dense or as `KEY.idx` (int32/int64, every index in
+  range) + `KEY.val` (same length);
 - "buffers", the model's floating buffers (BatchNorm statistics): 1-D, float32, their count;
 - nothing else. Every floating tensor must be finite.
 """
@@ -48,15 +49,9 @@ class UpdateCheck:
 
     @classmethod
     def for_server(cls, server: ServerAlgorithm, initial: ModelState) -> "UpdateCheck":
-        from edgesync.algorithms.dgs import DGSServer  # the family that decodes sparse payloads
-
-        key = getattr(server, "update_key", None)
-        sparse = isinstance(server, DGSServer)
-        dtypes = {torch.float32}
-        if sparse:
-            dtypes.add(server.value_dtype)
-        return cls(server.config.key, (key,) if key else MODEL_FIELDS, initial.params.numel(),
-                   initial.buffers.numel(), frozenset(dtypes), sparse)
+        fmt = server.update_format()
+        return cls(server.config.key, (fmt.key,) if fmt.key else MODEL_FIELDS, initial.params.numel(),
+                   initial.buffers.numel(), frozenset(fmt.value_dtypes), fmt.sparse)
 
     def check(self, tensors: dict[str, torch.Tensor]) -> None:
         """Raise UpdateRefused unless `tensors` is a well-formed, finite update of this algorithm."""

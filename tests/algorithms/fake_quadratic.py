@@ -16,12 +16,17 @@ import torch
 
 
 class QuadraticTrainer:
-    """f(θ) = ½‖θ‖²: gradient θ (+ weight decay·θ), loss ½‖θ‖²; no BatchNorm buffers."""
+    """f(θ) = ½‖θ‖²: gradient θ (+ weight decay·θ), loss ½‖θ‖²; no BatchNorm buffers.
 
-    def __init__(self, num_samples: int = 8, batch_samples: int = 4):
+    `layers` splits θ into parameter tensors of those sizes (flat order), as `trainer.model.parameters()`
+    shows them to per-layer top-k; by default θ is one tensor.
+    """
+
+    def __init__(self, num_samples: int = 8, batch_samples: int = 4, layers: tuple[int, ...] = ()):
         self.num_samples, self.batch_samples = num_samples, batch_samples
         self.theta: torch.Tensor | None = None
         self.gradient_at: list[torch.Tensor] = []  # every θ a gradient was computed at
+        self.model = _Layers(self, layers)
 
     def set_params(self, theta: torch.Tensor) -> None:
         self.theta = theta.clone()
@@ -41,6 +46,17 @@ class QuadraticTrainer:
         if weight_decay:
             g = g + weight_decay * self.theta
         return g, 0.5 * float(self.theta @ self.theta)
+
+
+class _Layers:
+    """Stands in for `Trainer.model` where only its parameters' sizes are read."""
+
+    def __init__(self, trainer: QuadraticTrainer, sizes: tuple[int, ...]):
+        self.trainer, self.sizes = trainer, tuple(sizes)
+
+    def parameters(self):
+        sizes = self.sizes or (self.trainer.theta.numel(),)
+        return iter([torch.zeros(n) for n in sizes])
 
 
 def run_fifo(server, clients: dict, updates: int, order=None) -> list:

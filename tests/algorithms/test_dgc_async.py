@@ -114,3 +114,17 @@ def test_the_sampled_threshold_sends_the_exact_top_k():
     x_s, idx_s, _, _ = dgc_step(None, None, g, 0.1, 0.9, 0.01, method="sampled")
     x_e, idx_e, _, _ = dgc_step(None, None, g, 0.1, 0.9, 0.01, method="exact")
     assert idx_s.numel() == 500 and torch.equal(idx_s, idx_e)
+
+
+@pytest.mark.parametrize("scope,sent,kept", [
+    # θ = g = [4, 3, 2 | 1] in tensors of 3 and 1, η = 1, m = 0.5: u = v = g; per layer (0: 4) and (3: 1)
+    ("layer", [4.0, 0.0, 0.0, 1.0], [0.0, 3.0, 2.0, 0.0]),
+    ("global", [4.0, 0.0, 0.0, 0.0], [0.0, 3.0, 2.0, 1.0]),
+])
+def test_dgc_per_layer_masks_what_each_layer_sent(scope, sent, kept):
+    config = DGCAsyncConfig(lr=1.0, momentum=0.5, rate=0.25, topk_scope=scope)
+    client = DGCAsyncClient(config, QuadraticTrainer(layers=(3, 1)))
+    update = client.on_instruction(Instruction(tensors={"params": torch.tensor([4.0, 3.0, 2.0, 1.0])},
+                                               meta={"version": 0, "lr": 1.0}))
+    assert decode(update.tensors, "delta", 4).tolist() == sent
+    assert client.memory["u"].tolist() == client.memory["v"].tolist() == kept

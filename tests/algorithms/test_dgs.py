@@ -362,3 +362,84 @@ def test_the_update_at_rate_1_percent_carries_1_percent_of_the_entries(model_sta
     assert row["bytes_up"] == 1845 * per_entry and row["density_up"] == round(1845 / numel, 6)
     assert row["bytes_down"] == 1845 * per_entry  # G for client 0 is its own update, exactly
     assert row["v_bytes"] == 2 * numel * 4
+
+
+# -- top-k per layer (dgs.txt Alg. 1–3: each parameter tensor keeps its own top R) --------------------
+
+def layered(*sizes) -> QuadraticTrainer:
+    return QuadraticTrainer(layers=sizes)
+
+
+@pytest.mark.parametrize("scope,sent_idx,kept", [
+    # θ = g = [4, 3, 2 | 1] in two tensors (3 and 1), η = 1, m = 0.5, R = 0.25 ⇒ k = max(1, ⌊R·n⌋):
+    # per layer 1 of 3 and 1 of 1 → send (0: 4), (3: 1); keep u/m = [4, 6, 4, 1] on the unsent
+    ("layer", [0, 3], [4.0, 6.0, 4.0, 1.0]),
+    # over the whole vector 1 of 4 → send (0: 4) only; the small tensor's 1 waits: [4, 6, 4, 2]
+    ("global", [0], [4.0, 6.0, 4.0, 2.0]),
+])
+def test_the_dgs_client_sparsifies_each_tensor_of_its_model(scope, sent_idx, kept):
+    client = DGSClient(DGSConfig(lr=1.0, momentum=0.5, rate=0.25, topk_scope=scope), layered(3, 1))
+    update = client.on_instruction(dense_instruction([4.0, 3.0, 2.0, 1.0]))
+    x = decode(update.tensors, "delta", 4)
+    assert torch.nonzero(x).squeeze(1).tolist() == sent_idx
+    assert x[sent_idx].tolist() == [[4.0, 3.0, 2.0, 1.0][i] for i in sent_idx]
+    assert client.memory["u"].tolist() == pytest.approx(kept)
+
+
+def test_the_default_scope_is_per_layer():
+    assert DGSConfig().topk_scope == "layer"
+
+
+def test_per_layer_follows_the_real_models_parameter_order(tiny_trainer):
+    # Prepare: Linear(2, 4) 8 + 4, BatchNorm1d(4) 4 + 4, Linear(4, 2) 8 + 2 = 30 parameters in 6 tensors;
+    # R = 0.01 ⇒ one entry per tensor (six), where a global top-k would send one entry in all
+    trainer = tiny_trainer()
+    sizes = [p.numel() for p in trainer.model.parameters()]
+    client = DGSClient(DGSConfig(lr=0.1, momentum=0.0, rate=0.01), trainer)
+    # Execute
+    update = client.on_instruction(dense_instruction(trainer.get_params().tolist(), lr=0.1))
+    # Assert: in each slice of the flat vector (params.py's order), its largest |η·g| is the one sent
+    sent = decode(update.tensors, "delta", sum(sizes))
+    step = sent + client.memory["u"]  # m = 0: sent + residual = η·g
+    offset = 0
+    for n in sizes:
+        part = sent[offset:offset + n]
+        assert int(torch.count_nonzero(part)) == 1
+        assert part.abs().argmax() == step[offset:offset + n].abs().argmax()
+        offset += n
+    assert sizes == [8, 4, 4, 4, 8, 2]
+
+
+@pytest.mark.parametrize("scope,idx,val", [
+    # M = −[4, 3, 0, 0 | 0, 0, 2, 1], G₀ = M; R₂ = 0.25 ⇒ per tensor of 4: 1 each → (0: −4), (6: −2)
+    ("layer", [0, 6], [-4.0, -2.0]),
+    ("global", [0, 1], [-4.0, -3.0]),  # 2 of 8, both from the first tensor
+])
+def test_the_masters_secondary_compression_is_per_layer_too(scope, idx, val):
+    initial = ModelState(params=torch.zeros(8), buffers=torch.zeros(0), sizes=(4, 4))
+    server = DGSServer(DGSConfig(lr=0.1, secondary_rate=0.25, topk_scope=scope), initial, [0, 1])
+    server.start()
+    (reply,) = server.on_update(0, sparse_update([0, 1, 6, 7], [4.0, 3.0, 2.0, 1.0], 8))
+    assert reply.instruction.tensors["G.idx"].tolist() == idx
+    assert reply.instruction.tensors["G.val"].tolist() == val
+
+
+def test_layer_sizes_that_do_not_cover_the_model_are_refused():
+    initial = ModelState(params=torch.zeros(8), buffers=torch.zeros(0), sizes=(4, 3))
+    with pytest.raises(ValueError, match="sizes"):
+        DGSServer(DGSConfig(secondary_rate=0.25), initial, [0])
+
+
+def test_the_runtime_gives_the_server_half_the_models_layer_sizes():
+    from types import SimpleNamespace
+
+    from edgesync.models import build_model
+    from edgesync.runtime.workload import initial_model
+    from edgesync.scenario import scenario_from_dict
+
+    scenario = scenario_from_dict({"name": "sizes", "clients": ["x1"], "algorithms": [{"name": "dgs"}]})
+    data = SimpleNamespace(num_classes=10, input_shape=(1, 28, 28))
+    initial = initial_model(scenario, data)
+    model = build_model(scenario.model.name, num_classes=10, in_channels=1)
+    assert initial.sizes == tuple(p.numel() for p in model.parameters())
+    assert sum(initial.sizes) == initial.params.numel() and len(initial.sizes) > 1

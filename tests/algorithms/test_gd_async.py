@@ -71,3 +71,15 @@ def test_dgs_with_momentum_0_is_gd_async_exactly(model_state):
     for a, b in zip(runs["gd"][0], runs["dgs0"][0]):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert torch.equal(runs["gd"][1], runs["dgs0"][1])
+
+
+@pytest.mark.parametrize("scope,sent,kept", [
+    # θ = g = [4, 3, 2 | 1] in tensors of 3 and 1, η = 1, R = 0.25: per layer (0: 4) and (3: 1)
+    ("layer", [4.0, 0.0, 0.0, 1.0], [0.0, 3.0, 2.0, 0.0]),
+    ("global", [4.0, 0.0, 0.0, 0.0], [0.0, 3.0, 2.0, 1.0]),
+])
+def test_gradient_dropping_per_layer(scope, sent, kept):
+    client = GDAsyncClient(GDAsyncConfig(lr=1.0, rate=0.25, topk_scope=scope), QuadraticTrainer(layers=(3, 1)))
+    update = client.on_instruction(model([4.0, 3.0, 2.0, 1.0], lr=1.0))
+    assert decode(update.tensors, "delta", 4).tolist() == sent
+    assert client.memory["r"].tolist() == kept

@@ -76,3 +76,10 @@ def test_momentum_restarts_every_round_and_step_budget_overrides_h(tiny_trainer)
     budget = client.on_instruction(Instruction({"params": theta}, {"version": 1, "local_steps": 7}))
     assert budget.meta["steps"] == 7 and budget.meta["samples"] == 7 * 8
     assert budget.meta["version"] == 1 and budget.meta["data_size"] == 8
+
+
+def test_a_round_is_run_through_local_round_alone():
+    # the unused wrapper `local_round_update` (LocalRound under another name) is gone, not kept as a second way
+    from edgesync.algorithms import local_sgd
+    assert not hasattr(local_sgd, "local_round_update")
+    assert hasattr(local_sgd, "LocalRound")

@@ -11,7 +11,7 @@ from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.shat import (
     EnsembleConfig, EnsembleServer, SHATClient, SHATConfig, SHATRootConfig, SHATRootServer, SHATServer, shat_alpha,
 )
-from fake_quadratic import QuadraticTrainer, run_fifo
+from fake_quadratic import QuadraticTrainer, run_fifo, torch_sgd
 
 
 @pytest.mark.parametrize("c,n,scale,expected", [
@@ -171,3 +171,61 @@ def test_two_homogeneous_clients_degenerate_to_ensemble_and_say_so(model_state, 
     assert "ENSEMBLE" in caplog.text
     assert [row["c_i"] for row in server.update_log] == [0] + [1] * 7
     assert all(row["alpha"] == 0.0 for row in server.update_log)
+
+
+# -- the client's momentum (shat.txt §4.1.3: momentum SGD, 0.9; off by default) -----------------------
+
+def test_momentum_is_off_by_default_and_every_variant_takes_it():
+    assert SHATConfig().momentum == SHATRootConfig().momentum == EnsembleConfig().momentum == 0.0
+    assert SHATConfig(momentum=0.9).momentum == SHATRootConfig(momentum=0.9).momentum == 0.9
+    assert EnsembleConfig(momentum=0.5).momentum == 0.5
+
+
+def test_one_client_with_momentum_is_heavy_ball_sgd(model_state):
+    # Prepare: n = 1 ⇒ α = 1, so θ_i = θ̃ after every reply; f = ½w², w₀ = 1, η = 0.1, m = 0.9
+    config = SHATConfig(lr=0.1, momentum=0.9)
+    server = SHATServer(config, model_state([1.0]), [0])
+    client = SHATClient(config, QuadraticTrainer())
+    # Execute
+    run_fifo(server, {0: client}, updates=5)
+    # Assert: v = 1, 1.8, 2.34, 2.592, 2.5596; w ← w − 0.1·v: ALGORITHMS.md's heavy-ball sequence
+    seen = [row for row in client.trainer.gradient_at[1:]] + [server.global_params()]
+    assert [round(w.item(), 6) for w in seen] == pytest.approx([0.9, 0.72, 0.486, 0.2268, -0.02916], abs=1e-6)
+    assert [round(x, 6) for x in torch_sgd(nesterov=False)] == pytest.approx([w.item() for w in seen], abs=1e-6)
+
+
+def test_client_momentum_steps_locally_sends_its_velocity_and_survives_a_restart():
+    # Prepare: f = ½‖θ‖², η = 0.1, m = 0.5
+    config = SHATConfig(lr=0.1, momentum=0.5)
+    client = SHATClient(config, QuadraticTrainer())
+    # Execute
+    # 1. θ_i = [1, 2]; g = [1, 2]; v = g = [1, 2]; θ_i = [0.9, 1.8]; sends v
+    first = client.on_instruction(Instruction({"params": torch.tensor([1.0, 2.0])}, {"alpha": 1.0, "lr": 0.1}))
+    # 2. mix with [0.5, 0.5] by 0.5: [0.7, 1.15]; g there; v = 0.5·[1, 2] + g = [1.2, 2.15]; θ_i = [0.58, 0.935]
+    second = client.on_instruction(Instruction({"params": torch.tensor([0.5, 0.5])}, {"alpha": 0.5, "lr": 0.1}))
+    # 3. a new process (Flower) from the saved state; α = 0: g = [0.58, 0.935];
+    #    v = 0.5·[1.2, 2.15] + g = [1.18, 2.01]; θ_i = [0.462, 0.734]
+    fresh = SHATClient(config, QuadraticTrainer())
+    fresh.load_state_dict(client.state_dict())
+    third = fresh.on_instruction(Instruction({}, {"alpha": 0.0, "lr": 0.1}))
+    # Assert
+    assert first.tensors["grad"].tolist() == pytest.approx([1.0, 2.0])
+    assert second.tensors["grad"].tolist() == pytest.approx([1.2, 2.15])
+    assert client.theta.tolist() == pytest.approx([0.58, 0.935])
+    assert third.tensors["grad"].tolist() == pytest.approx([1.18, 2.01])
+    assert fresh.theta.tolist() == pytest.approx([0.462, 0.734])
+
+
+def test_the_mirror_follows_a_client_with_momentum(model_state):
+    # Prepare: as the mirror test above, with m = 0.9: the master steps with the velocity it is sent
+    config = SHATConfig(lr=0.1, log_base="2", momentum=0.9)
+    server = Recording(config, model_state([1.0, -2.0, 0.5]), [0, 1, 2, 3])
+    server.computed = {}
+    clients = {c: SHATClient(config, QuadraticTrainer()) for c in range(4)}
+    # Execute
+    run_fifo(server, clients, updates=12)
+    # Assert
+    assert any(0 < row["alpha"] < 1 for row in server.update_log)
+    for c, client in clients.items():
+        for mirror, actual in zip(server.computed[c], client.trainer.gradient_at):
+            assert torch.allclose(mirror, actual, atol=1e-6)

@@ -89,6 +89,61 @@ def test_select_dense_path_and_rate():
     assert _idx(select(x, 0.01)) == [2]    # k_for gives 1
 
 
+# --- per layer (dgs.txt Alg. 1-3: a threshold per parameter tensor) ---------------------------
+
+# three tensors, flat: [10, 9, 8, 7 | 0.1, 0.2 | -0.05, 0.3, 0.01, 0.02]
+LAYERED = torch.tensor([10.0, 9.0, 8.0, 7.0, 0.1, 0.2, -0.05, 0.3, 0.01, 0.02])
+SIZES = (4, 2, 4)
+
+
+@pytest.mark.parametrize("method", ["exact", "sampled"])
+@pytest.mark.parametrize("rate, global_, per_layer", [
+    # k = max(1, floor(R·n)): globally 2 of 10; per layer 1 of 4, 1 of 2 (floor 0.5 → 1), 1 of 4
+    (0.25, [0, 1], [0, 5, 7]),
+    # globally 5 of 10: the first tensor and 0.3; per layer 2, 1 and 2: the small tensors get their share
+    (0.5, [0, 1, 2, 3, 7], [0, 1, 5, 6, 7]),
+])
+def test_select_per_layer_keeps_each_tensors_own_top_k(method, rate, global_, per_layer):
+    assert _idx(select(LAYERED, rate, method)) == global_
+    assert _idx(select(LAYERED, rate, method, sizes=SIZES)) == per_layer
+    assert _idx(select(LAYERED, rate, method, sizes=())) == global_  # () = one layer
+
+
+def test_select_per_layer_dense_path_and_bad_sizes():
+    assert _idx(select(LAYERED, 1.0, sizes=SIZES)) == list(range(10))
+    assert _idx(select(LAYERED, 0.1, sizes=(10,))) == [0]
+    assert _idx(select(LAYERED, 0.1, sizes=(4, 0, 2, 4))) == [0, 5, 7]  # an empty tensor keeps nothing
+    with pytest.raises(ValueError, match="sizes"):
+        select(LAYERED, 0.1, sizes=(4, 2))
+
+
+def test_sampled_per_layer_finds_each_layers_exact_top_k():
+    x = torch.randn(80_030, generator=torch.Generator().manual_seed(2))
+    sizes = (50_000, 30, 30_000)
+    exact = select(x, 0.01, "exact", sizes=sizes)
+    sampled = select(x, 0.01, "sampled", generator=torch.Generator().manual_seed(0), sizes=sizes)
+    assert exact.numel() == 500 + 1 + 300
+    assert torch.equal(sampled, exact)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=6), rate=st.floats(1e-3, 0.99), seed=st.integers(0, 99))
+def test_select_per_layer_property(sizes, rate, seed):
+    x = torch.randn(sum(sizes), generator=torch.Generator().manual_seed(seed))
+    got = select(x, rate, sizes=tuple(sizes))
+    assert _idx(got) == sorted(set(_idx(got)))
+    offset = 0
+    for n in sizes:  # every tensor: exactly its own k, its largest entries
+        mine = got[(got >= offset) & (got < offset + n)] - offset
+        assert mine.numel() == k_for(n, rate)
+        if 0 < mine.numel() < n:
+            part = x[offset:offset + n].abs()
+            mask = torch.zeros(n, dtype=torch.bool)
+            mask[mine] = True
+            assert part[mask].min() >= part[~mask].max()
+        offset += n
+
+
 # --- sampled on a large vector -----------------------------------------------------------------
 
 @pytest.mark.parametrize("rate", [0.01, 0.001])

@@ -197,3 +197,33 @@ def test_nan_updates_from_every_client_mark_the_algorithm_diverged(loopback):
     assert run.error is None, run.error
     final = read_jsonl(run.run_dir / "metrics.jsonl")[-1]
     assert final["diverged"] is True and final["updates"] == 0
+
+
+def test_each_server_half_declares_its_update_format():
+    from edgesync.algorithms.base import UpdateFormat
+    initial = ModelState(torch.zeros(P), torch.zeros(B))
+    formats = {name: algorithms.get(name).server(algorithms.get(name).config(name=name, **config), initial, [0, 1])
+               .update_format() for name, config in [("asgd", {}), ("local_sgd", {}), ("easgd", {}),
+                                                      ("dgs", {"value_dtype": "float16"}), ("gd_async", {})]}
+    assert formats["asgd"] == UpdateFormat("grad", False, frozenset({torch.float32}))
+    assert formats["local_sgd"] == UpdateFormat("delta", False, frozenset({torch.float32}))
+    assert formats["easgd"] == UpdateFormat("params", False, frozenset({torch.float32}))
+    assert formats["dgs"] == UpdateFormat("delta", True, frozenset({torch.float32, torch.float16}))
+    assert formats["gd_async"] == UpdateFormat("delta", True, frozenset({torch.float32}))
+
+
+def test_the_check_follows_the_declared_format_alone():
+    # Prepare: an ASGD half that declares sparse bfloat16 gradients (no DGS class involved)
+    from edgesync.algorithms.asgd import ASGDConfig, ASGDServer
+    from edgesync.algorithms.base import UpdateFormat
+
+    class SparseASGD(ASGDServer):
+        def update_format(self):
+            return UpdateFormat("grad", True, frozenset({torch.bfloat16}))
+
+    initial = ModelState(torch.zeros(P), torch.zeros(B))
+    check = UpdateCheck.for_server(SparseASGD(ASGDConfig(), initial, [0]), initial)
+    # Execute / Assert
+    check.check({"grad.idx": torch.tensor([0, 9]), "grad.val": torch.ones(2, dtype=torch.bfloat16)})
+    with pytest.raises(UpdateRefused, match="dtype float32, expected bfloat16"):
+        check.check({"grad": torch.ones(P)})
