@@ -194,5 +194,6 @@ class FlowerNode:
         reference = self.node["reference_s"].get(self._model_key(session))
         stats = TrainerStats(steps=t["steps"], samples=t["samples"], compute_s=t["compute_s"])
         out = client_totals(stats, clock, time.time(), str(session.trainer.device), reference,
-                            target_s=t["target_s"] if session.throttle is not None else None)
+                            target_s=t["target_s"] if session.throttle is not None else None,
+                            gpu=protocol.gpu_name(session.trainer.device))
         return {"label": session.label, **out, "overhead_s": round(t["overhead_s"], 4)}

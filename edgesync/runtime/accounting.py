@@ -94,7 +94,10 @@ class AlgorithmAccount:
             "samples": totals.get("samples"), "bytes_up": bytes_up, "bytes_down": bytes_down,
             "reference_step_s": totals.get("reference_s"), "target_factor": totals.get("target_factor"),
             "achieved_factor": totals.get("achieved_factor"), "refused": refused, "lost": lost,
-            "rejoined": rejoined, "gpu": gpu,
+            "rejoined": rejoined,
+            # STATS name the device the client trained on (the scenario's unless its --device overrode it)
+            # and its GPU; HELLO, sent before SETUP, knows only the override
+            "gpu": totals.get("gpu") if "device" in totals else gpu,
         }
         if error is not None:
             row["error"] = error
@@ -133,15 +136,17 @@ class ClientClock:
 
 
 def client_totals(stats: TrainerStats, clock: ClientClock, end: float, device: str, reference_s: float | None,
-                  target_s: float | None = None, wall_end: float | None = None) -> dict[str, Any]:
+                  target_s: float | None = None, wall_end: float | None = None,
+                  gpu: str | None = None) -> dict[str, Any]:
     """What a client reports for an algorithm (STATS): steps, samples, compute, wait and wall seconds, and —
     for an emulated device — the slowdown its profile asked for (`target_s` over its steps) and the one
     it achieved (compute over its steps), both relative to its undisturbed step time `reference_s`.
-    `wall_end` is when its last step ended if after `end` (a step running at the end is finished)."""
+    `wall_end` is when its last step ended if after `end` (a step running at the end is finished); `gpu`
+    names the GPU it trained on, if any."""
     out: dict[str, Any] = {"steps": stats.steps, "samples": stats.samples, "compute_s": round(stats.compute_s, 6),
                            "wait_s": round(clock.wait_until(end), 6),
                            "wall_s": round(clock.wall_until(max(end, wall_end or end)), 6), "device": device,
-                           "reference_s": reference_s}
+                           "gpu": gpu, "reference_s": reference_s}
     if target_s is not None and stats.steps and reference_s:
         out["target_factor"] = round(target_s / stats.steps / reference_s, 4)
         out["achieved_factor"] = round(stats.compute_s / stats.steps / reference_s, 4)

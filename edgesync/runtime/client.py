@@ -36,7 +36,7 @@ from edgesync.runtime.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook, Trainer
 from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
-from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, host_info
+from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
 from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket
 
@@ -323,7 +323,7 @@ class EdgeClient:
             return {}
         target_s = s.throttle.target_s_total if s.throttle is not None else None
         totals = client_totals(s.trainer.stats, s.clock, time.perf_counter(), str(self.device),
-                               self._calibrated.get(self._model_key), target_s)
+                               self._calibrated.get(self._model_key), target_s, gpu=gpu_name(self.device))
         return {"label": s.label, **totals}
 
 

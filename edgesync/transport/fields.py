@@ -59,6 +59,7 @@ FIELDS: dict[str, dict[str, Rule]] = {
                "loss": (_number, "a finite number", True)},
     "QUERY": {"round": COUNT, "k": COUNT, "c": (_non_negative, "a finite number of seconds ≥ 0", True)},
     "STATS": {"label": (_text, "a string", True), "device": (_text, "a string", True),
+              "gpu": (_text, "a string", True),
               "steps": (_count, "an integer ≥ 0", True), "samples": (_count, "an integer ≥ 0", True),
               **{k: (_non_negative, "a finite number ≥ 0", True)
                  for k in ("compute_s", "wait_s", "wall_s", "reference_s", "target_factor", "achieved_factor")}},

@@ -296,6 +296,12 @@ def heartbeat() -> Message:
     return Message(T.HEARTBEAT)
 
 
+def gpu_name(device: str | torch.device) -> str | None:
+    """The CUDA GPU's name for a cuda device, None for the CPU (or without a usable GPU)."""
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" and torch.cuda.is_available() else None
+
+
 def host_info(device: str) -> dict[str, Any]:
     """What a client reports about itself in HELLO."""
     import os
@@ -306,10 +312,8 @@ def host_info(device: str) -> dict[str, Any]:
     info: dict[str, Any] = {
         "host": platform.node(), "pid": os.getpid(), "cpus": os.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "torch": torch.__version__, "device": device, "gpu": None,
+        "torch": torch.__version__, "device": device, "gpu": gpu_name(device),
     }
-    if device.startswith("cuda") and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return info
 
 

@@ -19,6 +19,7 @@ from edgesync.runtime.workload import resolve_device
 from edgesync.trainer import Trainer
 
 CUDA = torch.cuda.is_available()
+GPU_NAME = torch.cuda.get_device_name(0) if CUDA else None
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
 
 
@@ -107,7 +108,10 @@ def test_a_cpu_step_does_not_touch_cuda(monkeypatch):
 def test_a_trainer_on_the_gpu_computes_there():
     trainer = small_trainer(resolve_device("cuda:0"))
     g, loss = trainer.gradient()
-    assert g.device == torch.device("cuda", 0) and torch.isfinite(g).all() and loss > 0
+    cuda0 = torch.device("cuda", 0)
+    assert next(trainer.model.parameters()).device == cuda0 and trainer.x.device == cuda0
+    # the gradient comes back as the flat CPU vector every algorithm works on (params.py): they never see devices
+    assert g.device == torch.device("cpu") and torch.isfinite(g).all() and loss > 0
     assert trainer.stats.steps == 1 and trainer.stats.compute_s > 0
 
 
@@ -149,28 +153,34 @@ def run_with_devices(loopback, scenario_devices: list[str], client_devices: list
     finish_run(run.run_dir, run.scenario)
     rows = read_jsonl(run.run_dir / "clients.jsonl")
     devices = {(r["algorithm"], r["client"]): r["device"] for r in rows}
-    return devices, (run.run_dir / "report.md").read_text()
+    gpus = {(r["algorithm"], r["client"]): r.get("gpu") for r in rows}
+    return devices, gpus, (run.run_dir / "report.md").read_text()
 
 
 def test_the_clients_device_overrides_the_scenarios_and_shows_in_the_report(loopback):
     """The CPU half of a mixed run, on any machine: the scenario puts client 0 on cuda:0, but the client
     says cpu (it would fail without a GPU otherwise); client 1 says auto."""
     auto = "cuda:0" if CUDA else "cpu"
-    devices, report = run_with_devices(loopback, ["cuda:0", "cpu"], ["cpu", "auto"])
+    shown = f"cuda:0 ({GPU_NAME})" if CUDA else "cpu"  # the report names a client's GPU
+    devices, gpus, report = run_with_devices(loopback, ["cuda:0", "cpu"], ["cpu", "auto"])
     assert devices == {(label, rank): dev for label in ("ssgd", "asgd") for rank, dev in ((0, "cpu"), (1, auto))}
+    assert gpus == {(label, rank): gpu for label in ("ssgd", "asgd") for rank, gpu in ((0, None), (1, GPU_NAME))}
     for label in ("ssgd", "asgd"):
         assert any(line.startswith(f"| `{label}` | 0 | x1 |") and "| cpu |" in line for line in report.splitlines())
-        assert any(line.startswith(f"| `{label}` | 1 | x1 |") and f"| {auto} |" in line for line in report.splitlines())
+        assert any(line.startswith(f"| `{label}` | 1 | x1 |") and f"| {shown} |" in line for line in report.splitlines())
 
 
 @needs_cuda
 def test_mixed_cpu_and_gpu_clients_in_one_run(loopback):
     """Client 0 on the GPU from the scenario, client 1 on the CPU from its own device option."""
-    devices, report = run_with_devices(loopback, ["cuda:0", "cuda:0"], [None, "cpu"])
+    devices, gpus, report = run_with_devices(loopback, ["cuda:0", "cuda:0"], [None, "cpu"])
     assert devices == {(label, rank): dev for label in ("ssgd", "asgd") for rank, dev in ((0, "cuda:0"), (1, "cpu"))}
-    assert "devices 1 × cuda:0, 1 × cpu" in report
+    # client 0's GPU came from the scenario, not its --device: its HELLO said cpu, its STATS name the GPU
+    assert gpus == {(label, rank): gpu for label in ("ssgd", "asgd") for rank, gpu in ((0, GPU_NAME), (1, None))}
+    assert f"devices 1 × cuda:0 ({GPU_NAME}), 1 × cpu" in report
     for label in ("ssgd", "asgd"):
-        assert any(line.startswith(f"| `{label}` | 0 | x1 |") and "| cuda:0" in line for line in report.splitlines())
+        assert any(line.startswith(f"| `{label}` | 0 | x1 |") and f"| cuda:0 ({GPU_NAME}) |" in line
+                   for line in report.splitlines())
 
 
 def test_a_client_put_on_a_gpu_the_machine_lacks_stops_the_run_saying_why(loopback, monkeypatch):
@@ -181,3 +191,43 @@ def test_a_client_put_on_a_gpu_the_machine_lacks_stops_the_run_saying_why(loopba
     assert isinstance(run.error, RunAborted)
     assert ("client 0 failed while waiting for READY: setup failed: device 'cuda:0' was asked for but this "
             "machine has no usable CUDA GPU") in str(run.error)
+
+
+# -- the GPU's name when the scenario, not --device, puts a client on it (runs on any machine) -------
+
+def test_stats_name_the_gpu_of_the_device_the_session_trained_on(monkeypatch):
+    """HELLO goes before SETUP, so only STATS know a GPU the scenario chose."""
+    from types import SimpleNamespace
+    from edgesync.runtime.accounting import ClientClock
+    from edgesync.runtime.client import EdgeClient
+    from edgesync.trainer import TrainerStats
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    client = EdgeClient("tcp://127.0.0.1:1")
+    client.session = SimpleNamespace(label="asgd", trainer=SimpleNamespace(stats=TrainerStats(steps=1, samples=32)),
+                                     clock=ClientClock(), throttle=None)
+    client._model_key = None
+    client.device = torch.device("cuda", 0)
+    stats = client._stats()
+    assert stats["device"] == "cuda:0" and stats["gpu"] == "Fake GPU"
+    client.device = torch.device("cpu")
+    assert client._stats()["gpu"] is None
+
+
+def test_clients_jsonl_takes_the_gpu_from_stats_not_hello(loopback):
+    """A client whose HELLO said cpu (no --device) but whose STATS name a GPU: the row names that GPU."""
+    from edgesync.runtime.client import EdgeClient
+
+    class SaysGpu(EdgeClient):
+        def _stats(self):
+            return {**super()._stats(), "device": "cuda:0", "gpu": "Fake GPU"}
+
+    run = loopback(algorithms=[{"name": "asgd", "lr": 0.05}])
+    run.start(clients=0)
+    run.add_client(SaysGpu, rank=0)
+    run.add_client(rank=1)
+    run.join(90)
+    assert run.error is None, run.error
+    rows = {r["client"]: r for r in read_jsonl(run.run_dir / "clients.jsonl")}
+    assert (rows[0]["device"], rows[0]["gpu"]) == ("cuda:0", "Fake GPU")
+    assert (rows[1]["device"], rows[1]["gpu"]) == ("cpu", None)
