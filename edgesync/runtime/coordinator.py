@@ -151,14 +151,16 @@ class Coordinator:
         server = algorithms.get(config.name).server(config, self.workload.initial, self.members.alive())
         self.update_check = UpdateCheck.for_server(server, self.workload.initial)
         account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
-        self.refused, self.nonfinite, self.traffic_before_resume = {}, 0, (0, 0)
+        self.refused, self.nonfinite = {}, 0
         server.now = lambda: time.perf_counter() - self._started
         self._bytes0 = (dict(self.sock.bytes_in), dict(self.sock.bytes_out))
         self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
-        elapsed = restore_algorithm(self, server)
+        elapsed, self.traffic_before_resume = restore_algorithm(
+            self.checkpoints, self.recorder.run_dir, account, server, self.members.alive(),
+            list(self.members.liveness.lost))
         if elapsed == 0.0:
             self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
-            save_algorithm(self, server, 0.0)  # a crash before the first checkpoint resumes from here
+            self._save(server, 0.0)  # a crash before the first periodic checkpoint resumes from here
         every = sc.eval.every_s
         next_eval = (math.floor(elapsed / every) + 1) * every
         self._started = time.perf_counter() - elapsed
@@ -180,7 +182,7 @@ class Coordinator:
                     continue
                 self._dispatch(self._handle(server, *item))
                 if self.checkpoints and self.checkpoints.due(server.updates):
-                    save_algorithm(self, server, time.perf_counter() - self._started)
+                    self._save(server, time.perf_counter() - self._started)
         finally:
             self.server = None
         end = time.perf_counter() - self._started
@@ -194,6 +196,9 @@ class Coordinator:
         if self.checkpoints:
             self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, row)
+
+    def _save(self, server: ServerAlgorithm, now: float) -> None:
+        save_algorithm(self.checkpoints, self.account, server, now, self.traffic())
 
     def _quorum(self) -> int:
         """Synchronous algorithms need faults.quorum clients alive while they train, any algorithm one."""

@@ -9,55 +9,54 @@ monotonic; the work between the checkpoint and the crash is lost time.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from edgesync.algorithms.base import ServerAlgorithm
-from edgesync.runtime.checkpoint import last_logged_s
-
-if TYPE_CHECKING:  # the coordinator calls these with itself
-    from edgesync.runtime.coordinator import Coordinator
+from edgesync.runtime.accounting import AlgorithmAccount
+from edgesync.runtime.checkpoint import Checkpointer, last_logged_s
 
 log = logging.getLogger("edgesync.coordinator")
 
 
-def restore_algorithm(coord: Coordinator, server: ServerAlgorithm) -> float:
-    """Restore the server half and counters of the coordinator's algorithm if the checkpoint has it in
-    progress; returns the clock to go on from (0.0 for a fresh start)."""
-    account = coord.account
-    elapsed = last_logged_s(coord.recorder.run_dir, account.key) if coord.checkpoints else 0.0
-    saved = coord.checkpoints.resume_point(account.key) if coord.checkpoints else None
+def restore_algorithm(checkpoints: Checkpointer | None, run_dir: Path, account: AlgorithmAccount,
+                      server: ServerAlgorithm, alive: list[int], lost: list[int]) -> tuple[float, tuple[int, int]]:
+    """Restore `server` and `account` if the checkpoint has this algorithm in progress. Returns the clock to
+    go on from (0.0 for a fresh start) and the traffic (bytes up, down) before the resume."""
+    if checkpoints is None:
+        return 0.0, (0, 0)
+    elapsed = last_logged_s(run_dir, account.key)
+    saved = checkpoints.resume_point(account.key)
     if saved is None:
         if elapsed:
             log.info("%s started before the resume but has no checkpoint: it starts afresh, its clock at %.1f s",
                      account.key, elapsed)
-        return elapsed
+        return elapsed, (0, 0)
     server.load_state_dict(saved["server"])
-    _match_membership(coord, server)
+    _match_membership(server, alive, lost)
     account.samples, account.best_acc = saved["samples"], saved["best_acc"]
     account.reached_target = saved["reached_target"]
-    coord.traffic_before_resume = (saved["bytes_up"], saved["bytes_down"])
     elapsed = max(saved["elapsed_s"], elapsed)
     log.info("%s resumed from its checkpoint at %d updates (%.1f s); the clock goes on at %.1f s",
              account.key, server.updates, saved["elapsed_s"], elapsed)
-    return elapsed
+    return elapsed, (saved["bytes_up"], saved["bytes_down"])
 
 
-def _match_membership(coord: Coordinator, server: ServerAlgorithm) -> None:
+def _match_membership(server: ServerAlgorithm, alive: list[int], lost: list[int]) -> None:
     """The checkpoint lists the clients the old coordinator had; those alive now are what counts. A
     client lost while this one set up would otherwise stay in a barrier that waits for it forever.
     What the calls would send is dropped: `start()` follows and instructs every member."""
-    for rank in sorted(coord.members.liveness.lost):
+    for rank in sorted(lost):
         server.on_client_lost(rank)
-    for rank in coord.members.alive():
+    for rank in alive:
         if rank not in server.clients:
             server.on_client_joined(rank)
 
 
-def save_algorithm(coord: Coordinator, server: ServerAlgorithm, now: float) -> None:
-    if coord.checkpoints is None:
+def save_algorithm(checkpoints: Checkpointer | None, account: AlgorithmAccount, server: ServerAlgorithm,
+                   now: float, traffic: tuple[int, int]) -> None:
+    if checkpoints is None:
         return
-    account = coord.account
-    up, down = coord.traffic()
-    coord.checkpoints.save_progress(account.key, server.state_dict(), round(now, 4), server.updates,
-                                    samples=account.samples, bytes_up=up, bytes_down=down, best_acc=account.best_acc,
-                                    reached_target=account.reached_target)
+    up, down = traffic
+    checkpoints.save_progress(account.key, server.state_dict(), round(now, 4), server.updates,
+                              samples=account.samples, bytes_up=up, bytes_down=down, best_acc=account.best_acc,
+                              reached_target=account.reached_target)

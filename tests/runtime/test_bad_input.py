@@ -97,3 +97,29 @@ def test_a_taken_rank_is_refused_with_a_fatal_error(loopback):
 def test_unknown_profile_is_refused_before_connecting():
     with pytest.raises(ValueError, match="unknown profile 'fast'"):
         EdgeClient("tcp://127.0.0.1:1", profile="fast")
+
+
+def test_a_peer_sending_garbage_in_a_loop_cannot_fill_the_log(loopback, caplog):
+    """170 malformed messages from one socket: each gets its ERROR reply, but the log keeps the first
+    whole and a count of the rest (it wrote 2-3 lines each before: 428 lines)."""
+    run = loopback(algorithms=[{"name": "asgd"}], stop={"time_budget_s": 1.0})
+    run.start(clients=0)
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(run.coordinator.address)
+    caplog.set_level("WARNING", logger="edgesync.coordinator")
+    try:
+        for _ in range(170):
+            sock.send_multipart([b"\xff\xfenot json"])
+            assert sock.poll(5000), "no ERROR reply"
+            assert json.loads(sock.recv_multipart()[0])["type"] == "ERROR"
+    finally:
+        sock.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "edgesync.coordinator"]
+    assert len(lines) <= 3, lines
+    assert "not UTF-8 JSON" in lines[0]  # the first occurrence, whole
+    run.add_client(rank=0)
+    run.add_client(rank=1)
+    run.join()
+    assert run.error is None, run.error

@@ -89,6 +89,36 @@ def test_a_killed_run_resumes_from_its_checkpoint_without_losing_or_repeating_li
     assert checkpoint.load(run_dir).done == ["asgd", "ssgd"]
 
 
+@pytest.mark.slow
+def test_a_crash_before_an_algorithms_first_checkpoint_resumes_without_repeating_its_rows(tmp_path):
+    """Killed after SSGD's first evaluations but before any periodic checkpoint of it (every 10,000 updates):
+    the resumed SSGD must not start a second series at update 0 and time 0 beside the first."""
+    scenario, run_dir = tmp_path / "resume.yaml", tmp_path / "run"
+    scenario.write_text(yaml.safe_dump({**SCENARIO, "checkpoint": {"every_updates": 10_000},
+                                        "stop": {**SCENARIO["stop"], "max_updates": 60}}))
+    proc = subprocess.Popen(_cli("run", str(scenario), "--out", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 150
+        while not any(r["algorithm"] == "ssgd" and r["time_s"] > 0 for r in read_jsonl(run_dir / "metrics.jsonl")):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "SSGD never evaluated"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    result = subprocess.run(_cli("run", "--resume", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for key in ("asgd", "ssgd"):
+        rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["algorithm"] == key]
+        times = [r["time_s"] for r in rows]
+        assert all(a < b for a, b in zip(times, times[1:])), (key, times)  # unique, and the clock never goes back
+        assert rows[-1]["updates"] == 60
+        updates = [r["time_s"] for r in read_jsonl(run_dir / "updates.jsonl") if r["algorithm"] == key]
+        assert updates == sorted(updates), key
+
+
 def test_resume_refuses_a_folder_without_a_checkpoint_and_a_foreign_one(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
