@@ -2,19 +2,31 @@
 
 A scenario overrides only what differs from the defaults below. `load_scenario(path, overrides)`
 applies `--set key.path=value` overrides to the raw YAML before validation, so they are checked
-exactly like the file. Every problem becomes a `ScenarioError` whose lines read
-`FILE: key.path: problem (got VALUE)`.
+exactly like the file, and checks every combination of the scenario's `sweep` (`sweep_combinations`;
+`edgesync.sweep` turns them into labelled sub-runs). Every problem becomes a `ScenarioError` whose lines
+read `FILE: key.path: problem (got VALUE)`.
+
+A number in the YAML that becomes a list (a client count) and a sweep (which multiplies whole
+scenarios) are bounded, and the bounds are checked before anything is built: `MAX_CLIENTS`,
+`MAX_SWEEP_VARIANTS`, `MAX_SWEEP_CLIENTS` below.
 """
 from __future__ import annotations
 
 import difflib
+import itertools
+import json
+import math
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from edgesync import algorithms
+from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
@@ -22,15 +34,65 @@ from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
 AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs())], Field(discriminator="name")]
 
+# What a scenario may ask to be built. The simulator holds about 0.85-1.45 MB per client with the small
+# CNN (docs/simulator.md, "Memory"), so 10,000 clients need 9-15 GB, ten times the 1,000 it is measured
+# with; 100,000 would need over 85 GB and more than Fashion-MNIST's 60,000 training samples (every client
+# needs one). A validated client costs about 0.5 kB and 3 µs, so a sweep's 100,000 clients in all take
+# 50 MB and a fraction of a second to check.
+MAX_CLIENTS = 10_000            # clients of one scenario, or of one sweep variant
+MAX_SWEEP_VARIANTS = 1_000      # combinations of one sweep (the product of its value lists' lengths)
+MAX_SWEEP_CLIENTS = 100_000     # clients of all a sweep's variants together (each variant is built)
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _Problem(ValueError):
+    """A validator's problem at a key below the one it checks (`at`), with the value shown as `got`."""
+
+    def __init__(self, message: str, got: str, at: tuple[str | int, ...] = ()):
+        super().__init__(message)
+        self.got, self.at = got, at
+
+    def line(self, key: str) -> str:
+        return f"{'.'.join(map(str, (key, *self.at)))}: {self} (got {self.got})"
+
+
+def _client_count(value: Any) -> int | None:
+    """How many clients a `clients` value asks for (a count, `{count: N, …}` or a list); None if none."""
+    count = value.get("count") if isinstance(value, dict) else value
+    if isinstance(count, int) and not isinstance(count, bool):
+        return count
+    return len(value) if isinstance(value, list) else None
+
+
+def _too_many_clients(value: Any, at: tuple[str | int, ...] = ()) -> _Problem | None:
+    """The problem with a `clients` value over MAX_CLIENTS, found without building a client."""
+    count = _client_count(value)
+    if count is None or count <= MAX_CLIENTS:
+        return None
+    where = ("count",) if isinstance(value, dict) else ()
+    got = f"a list of {count}" if isinstance(value, list) else str(count)
+    return _Problem(f"at most {MAX_CLIENTS:,} clients", got, at + where)
+
+
 class DatasetSpec(Strict):
     name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist"] = "fashion_mnist"
-    root: str | None = Field(None, description="data folder; EDGESYNC_DATA wins over it")
+    root: str | None = Field(None, description="data folder, the only place looked in; must exist on the "
+                             "machine that loads the scenario; EDGESYNC_DATA wins over it")
     train_size: int | None = Field(None, ge=1, description="use only the first N training samples")
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, root: str | None, info: ValidationInfo) -> str | None:
+        """An explicit root is where this machine reads the data: a wrong one is an error here, not a
+        silent fallback to another copy. Where $EDGESYNC_DATA wins over it (the Fashion-MNIST sources),
+        this machine does not read it, and a root meant for the clients' machines is left alone."""
+        env_wins = info.data.get("name") != "mnist" and os.environ.get(DATA_ENV_VAR)
+        if root is not None and not env_wins and not Path(root).is_dir():
+            raise ValueError("no such directory on this machine")
+        return root
 
 
 class ModelSpec(Strict):
@@ -164,25 +226,46 @@ class Scenario(Strict):
 
     @field_validator("sweep")
     @classmethod
-    def _sweep(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def _sweep(cls, value: dict[str, list[Any]], info: ValidationInfo) -> dict[str, list[Any]]:
+        """Each key has values, and the variants stay within the bounds: counted, not built."""
         for key, values in value.items():
             if not values:
                 raise ValueError(f"sweep key {key!r} needs at least one value")
             if key == "sweep" or key.startswith("sweep."):
                 raise ValueError("a sweep cannot sweep itself")
+        for i, clients in enumerate(value.get("clients", [])):
+            if problem := _too_many_clients(clients, ("clients", i)):
+                raise problem
+        sizes = [len(values) for values in value.values()]
+        combinations = math.prod(sizes)
+        if combinations > MAX_SWEEP_VARIANTS:
+            raise _Problem(f"at most {MAX_SWEEP_VARIANTS:,} combinations",
+                           f"{combinations:,}: {' × '.join(map(str, sizes))} values")
+        if "clients" in value:  # each swept count once per combination of the other keys
+            total = sum(_client_count(c) or 0 for c in value["clients"]) * combinations // len(value["clients"])
+        elif "clients" in info.data:  # every variant has the scenario's clients
+            total = len(info.data["clients"]) * combinations
+        else:  # the scenario's clients are invalid, and reported as such
+            total = 0
+        if total > MAX_SWEEP_CLIENTS:
+            raise _Problem(f"at most {MAX_SWEEP_CLIENTS:,} clients in all combinations together",
+                           f"{total:,} in {combinations:,} combinations")
         return value
 
     @field_validator("clients", mode="before")
     @classmethod
     def _clients(cls, value: Any) -> Any:
         """`clients: 4` means four undisturbed clients; `{count: 8, profile: gamma-hetero}` eight alike
-        (any ClientSpec key besides count); a list gives each its own settings."""
+        (any ClientSpec key besides count); a list gives each its own settings. At most MAX_CLIENTS,
+        checked before the list is built."""
         if isinstance(value, bool):
             return value
+        if problem := _too_many_clients(value):
+            raise problem
         if isinstance(value, dict) and "count" in value:
             count, rest = value["count"], {k: v for k, v in value.items() if k != "count"}
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise ValueError(f"clients.count must be a whole number ≥ 1 (got {count!r})")
+                raise _Problem("must be a whole number ≥ 1", repr(count), ("count",))
             return [dict(rest) for _ in range(count)]
         if isinstance(value, int):
             if value < 1:
@@ -264,6 +347,9 @@ def _suggest(loc: tuple, data: Any) -> str:
 def _format(err: ValidationError, data: Any = None) -> list[str]:
     problems = []
     for e in err.errors():
+        if isinstance(problem := e.get("ctx", {}).get("error"), _Problem):
+            problems.append(problem.line(_loc(e["loc"])))
+            continue
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key (not part of the scenario schema" + _suggest(e["loc"], data) + ")"
@@ -312,6 +398,8 @@ def apply_override(data: dict, path: list[str | int], value: Any, source: str = 
                 node[part] = {}
             elif not isinstance(node[part], (dict, list)):
                 if part == "clients" and isinstance(node[part], int):
+                    if problem := _too_many_clients(node[part]):
+                        raise ScenarioError(source, [problem.line("clients")])
                     node[part] = [{} for _ in range(node[part])]
                 else:
                     raise ScenarioError(source, [f"{where}: is a value, not a section"])
@@ -355,11 +443,55 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
     data = load_raw(path)
     if isinstance(data, dict):
         data.setdefault("name", Path(path).stem)
+        if problem := _too_many_clients(data.get("clients")):  # named with the file, before --set expands it
+            raise ScenarioError(str(path), [problem.line("clients")])
         for text in overrides:
             key_path, value = parse_override(text)
             apply_override(data, key_path, value)
     source = str(path) + (" with --set " + " ".join(overrides) if overrides else "")
     scenario = scenario_from_dict(data, source)
-    from edgesync.sweep import variants  # every sweep combination must be a valid scenario too
-    variants(scenario, source)
+    for _, variant, where in sweep_combinations(scenario, source):  # each must be a valid scenario too
+        scenario_from_dict(variant, where)
     return scenario
+
+
+# ---------------------------------------------------------------------------------------------- sweeps
+
+def sweep_combinations(scenario: Scenario, source: str = "<scenario>") -> Iterator[tuple[str, dict, str]]:
+    """(tag, data, source) of each combination of the scenario's sweep, in order; none without a sweep.
+
+    The combinations are the product of the value lists, in the order the keys are written. `data` is the
+    resolved scenario without its sweep, each key set to its value, and each algorithm entry labelled
+    `LABEL@TAG`; the tag is `k=v,…` (`clients=8,lr=0.1`), a key shown by its last part when that is
+    unambiguous (`lr`), else by its whole path (`clients.3.profile`). `source` names the combination in
+    the errors of `scenario_from_dict(data, source)`. `edgesync.sweep.variants` validates them into
+    labelled sub-runs; the sweep's bounds were checked when the scenario was.
+    """
+    if not scenario.sweep:
+        return
+    keys = list(scenario.sweep)
+    short = _short_names(keys)
+    base = scenario.resolved()
+    base.pop("sweep")
+    for combo in itertools.product(*(scenario.sweep[k] for k in keys)):
+        data = json.loads(json.dumps(base))  # a deep copy of plain data
+        tag = ",".join(f"{short[k]}={_show(v)}" for k, v in zip(keys, combo))
+        for key, value in zip(keys, combo):
+            path = [int(p) if p.isdigit() else p for p in key.split(".")]
+            apply_override(data, path, value, source=f"{source}: sweep {key}={_show(value)}")
+        for entry in data["algorithms"]:
+            entry["label"] = f"{entry.get('label') or entry['name']}@{tag}"
+        yield tag, data, f"{source} (sweep {tag})"
+
+
+def _short_names(keys: list[str]) -> dict[str, str]:
+    lasts = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: last if lasts.count(last) == 1 and not last.isdigit() else k for k, last in zip(keys, lasts)}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict) and "count" in value and set(value) <= {"count", "profile"}:
+        return f"{value['count']}×{_show(value.get('profile', 'x1'))}"  # clients: {count: 8, profile: x2}
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return "null" if value is None else str(value)

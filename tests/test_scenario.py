@@ -1,4 +1,5 @@
 """Scenario files: what loads, and what each mistake is reported as (file, key path, value, need)."""
+import time
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,79 @@ def test_missing_file(tmp_path):
     path = tmp_path / "nowhere.yaml"
     lines = _problems(path)
     assert lines == [f"{path}: cannot read the file (No such file or directory)"]
+
+
+# -- sizes: a count that becomes a list is bounded, and checked before the list exists ---------------
+
+HUGE = 100_000_000  # clients: 100000000 once made `edgesync validate` allocate 23 GB
+
+
+def _validate_cli(*args: str) -> tuple[int, list[str], float]:
+    """(exit code, output lines, seconds) of `edgesync validate ARGS`."""
+    start = time.perf_counter()
+    result = CliRunner().invoke(app, ["validate", *args], terminal_width=400)
+    return result.exit_code, result.output.splitlines(), time.perf_counter() - start
+
+
+@pytest.mark.parametrize("clients, problem", [
+    (f"{HUGE}", f"clients: at most 10,000 clients (got {HUGE})"),
+    (f"{{count: {HUGE}, profile: x2}}", f"clients.count: at most 10,000 clients (got {HUGE})"),
+])
+def test_cli_validate_refuses_a_huge_client_count_at_once(write, clients, problem):
+    # Prepare
+    path = write(BASE.replace("[x1, x1, x1]", clients))
+    # Execute
+    code, lines, seconds = _validate_cli(str(path))
+    # Assert: one line naming file, key, value and bound; nothing was built first
+    assert code == 2
+    assert lines == [f"{path}: {problem}"]
+    assert seconds < 0.5
+
+
+def test_an_override_into_a_huge_client_count_is_refused_before_expanding_it(write):
+    # `clients.3.profile=x2` turns a count into a list of clients first: that must not happen here.
+    path = write(BASE.replace("[x1, x1, x1]", f"{HUGE}"))
+    start = time.perf_counter()
+    lines = _problems(path, ["clients.3.profile=x2"])
+    assert time.perf_counter() - start < 0.5
+    assert lines == [f"{path}: clients: at most 10,000 clients (got {HUGE})"]
+    # The same count coming from --set is named as such.
+    lines = _problems(write(BASE), [f"clients={HUGE}", "clients.3.profile=x2"])
+    assert lines == [f"--set: clients: at most 10,000 clients (got {HUGE})"]
+
+
+def test_the_client_bound_is_inclusive_and_holds_for_every_form():
+    base = {"name": "t", "algorithms": [{"name": "ssgd"}]}
+    assert len(scenario_from_dict({**base, "clients": 10_000}).clients) == 10_000
+    assert len(scenario_from_dict({**base, "clients": {"count": 10_000}}).clients) == 10_000
+    for clients, line in [(10_001, "clients: at most 10,000 clients (got 10001)"),
+                          (["x1"] * 10_001, "clients: at most 10,000 clients (got a list of 10001)"),
+                          ({"count": 10_001}, "clients.count: at most 10,000 clients (got 10001)")]:
+        with pytest.raises(ScenarioError) as info:
+            scenario_from_dict({**base, "clients": clients})
+        assert str(info.value).splitlines() == [f"<scenario>: {line}"]
+
+
+# -- dataset.root ------------------------------------------------------------------------------------
+
+def test_a_dataset_root_that_does_not_exist_is_an_error(write, tmp_path, monkeypatch):
+    # Prepare: no $EDGESYNC_DATA, so the root is where this machine would read the data
+    monkeypatch.delenv("EDGESYNC_DATA", raising=False)
+    missing = tmp_path / "no-such-folder"
+    path = write(BASE + f"dataset: {{root: {missing}}}\n")
+    # Execute
+    lines = _problems(path)
+    # Assert: named, not replaced by another copy of the data found elsewhere
+    assert lines == [f"{path}: dataset.root: no such directory on this machine (got '{missing}')"]
+    assert load_scenario(path, [f"dataset.root={tmp_path}"]).dataset.root == str(tmp_path)
+    assert load_scenario(path, ["dataset.root=null"]).dataset.root is None
+
+
+def test_a_dataset_root_is_not_checked_where_edgesync_data_wins_over_it(write, tmp_path, monkeypatch):
+    # $EDGESYNC_DATA overrides dataset.root on this machine; the root is then for the clients' machines.
+    monkeypatch.setenv("EDGESYNC_DATA", str(tmp_path))
+    path = write(BASE + f"dataset: {{root: {tmp_path / 'on-the-lab-machines'}}}\n")
+    assert load_scenario(path).dataset.root == str(tmp_path / "on-the-lab-machines")
 
 
 # -- --set overrides --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,46 @@ def test_malformed_sweeps_are_rejected(tmp_path, sweep, message):
     with pytest.raises(ScenarioError, match="sweep") as err:
         load_scenario(_write(tmp_path, scenario(sweep)))
     assert message in str(err.value)
+
+
+def _refused_at_once(path: Path) -> list[str]:
+    """The problem lines of loading `path`, which must fail well under a second."""
+    start = time.perf_counter()
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert time.perf_counter() - start < 0.5
+    return str(err.value).splitlines()
+
+
+def test_a_sweep_of_too_many_combinations_is_refused_before_expanding_it(tmp_path):
+    # 20 learning rates × 100 seeds (the file's key order): 2,000 variants, over the bound of 1,000
+    path = _write(tmp_path, scenario({"algorithms.0.lr": [i / 100 for i in range(1, 21)], "seed": list(range(100))}))
+    assert _refused_at_once(path) == [f"{path}: sweep: at most 1,000 combinations (got 2,000: 20 × 100 values)"]
+
+
+def test_a_sweep_whose_variants_hold_too_many_clients_in_all_is_refused(tmp_path):
+    # 30 variants of 5,000 clients: 150,000 clients to build, over the bound of 100,000
+    path = _write(tmp_path, scenario({"seed": list(range(30))}, clients=5000))
+    assert _refused_at_once(path) == [
+        f"{path}: sweep: at most 100,000 clients in all combinations together (got 150,000 in 30 combinations)"]
+    # Swept client counts are summed: 4 learning rates × (8,000 + 10,000 + 2,000 + 10,000) clients.
+    path = _write(tmp_path, scenario({"clients": [{"count": 8000}, 10_000, ["x1"] * 2000, 10_000],
+                                      "algorithms.0.lr": [0.1, 0.2, 0.3, 0.4]}))
+    assert _refused_at_once(path) == [
+        f"{path}: sweep: at most 100,000 clients in all combinations together (got 120,000 in 16 combinations)"]
+
+
+@pytest.mark.parametrize("value, key", [(100_000_000, "sweep.clients.1"), ({"count": 100_000_000}, "sweep.clients.1.count")])
+def test_a_swept_client_count_over_the_bound_is_refused_before_any_variant(tmp_path, value, key):
+    path = _write(tmp_path, scenario({"clients": [4, value]}))
+    assert _refused_at_once(path) == [f"{path}: {key}: at most 10,000 clients (got 100000000)"]
+
+
+def test_a_sweep_at_its_bounds_loads():
+    sc = scenario_from_dict(scenario({"seed": list(range(50)), "algorithms.0.lr": [i / 100 for i in range(1, 21)]}))
+    assert len(variants(sc)) == 1000
+    sc = scenario_from_dict(scenario({"seed": list(range(10))}, clients=10_000))
+    assert sum(len(v.scenario.clients) for v in variants(sc)) == 100_000
 
 
 def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):

@@ -3,11 +3,12 @@
 IDX layout (http://yann.lecun.com/exdb/mnist/): magic = 0x00 0x00 <dtype code> <ndim>, then ndim
 big-endian uint32 dims, then the data in C order, big-endian. Files may be gzip'd (``.gz``) or raw.
 
-Where the files are looked for, in order (see `find_root`):
+Where the files are looked for (see `find_root`):
   1. $EDGESYNC_DATA: when set it wins, and a wrong value is an error (no silent fallback);
-  2. the `root` argument;
-  3. /usr/share/datasets/fashion-mnist (Debian package ``dataset-fashion-mnist``);
-  4. <repo>/data/fashion-mnist (where `make setup` / `python -m edgesync.data --ensure` downloads them).
+  2. else the `root` argument when given (a scenario's dataset.root, a client's --data-root): the only
+     place looked in, so a wrong root is an error too, never replaced by another copy of the data;
+  3. else, searched in order, /usr/share/datasets/fashion-mnist (Debian package ``dataset-fashion-mnist``)
+     and <repo>/data/fashion-mnist (where `make setup` / `python -m edgesync.data --ensure` downloads them).
 A directory counts if it holds the four files, each gzip'd or not, directly or under FashionMNIST/raw/
 (torchvision's layout).
 """
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesync.data.datasets import FASHION_MNIST_MEAN, FASHION_MNIST_STD, REPO_DATA_DIR, ArrayDataset
+from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, REPO_DATA_DIR, ArrayDataset,
+                                  DataNotFoundError, explicit_root_error)
 
 ENV_VAR = "EDGESYNC_DATA"
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -41,10 +43,6 @@ _IDX_DTYPES = {  # IDX type code -> big-endian numpy dtype
     0x0D: np.dtype(">f4"),
     0x0E: np.dtype(">f8"),
 }
-
-
-class DataNotFoundError(FileNotFoundError):
-    """The dataset files are in none of the places looked at; the message lists them and the fix."""
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -77,8 +75,11 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return data.astype(dtype.newbyteorder("="))  # copy: native byte order and writable
 
 
-def find_root(root: str | os.PathLike | None = None) -> Path:
-    """The directory holding the four Fashion-MNIST files (see the module docstring for the order)."""
+def find_root(root: str | os.PathLike | None = None, origin: str | None = None) -> Path:
+    """The directory holding the four Fashion-MNIST files (see the module docstring for the order).
+
+    `origin` names where an explicit `root` came from ("dataset.root", "--data-root"), for the error
+    raised when it does not hold the files."""
     tried: list[str] = []
     env = os.environ.get(ENV_VAR)
     if env:
@@ -90,9 +91,13 @@ def find_root(root: str | os.PathLike | None = None) -> Path:
             f"Point {ENV_VAR} at a directory with the four files {', '.join(FILES.values())} "
             "(each may be .gz), or unset it to use the default places."
         )
+    if root is not None:
+        found, why = _probe(Path(root))
+        if found is None:
+            raise explicit_root_error(root, origin, why)
+        return found
     tried.append(f"${ENV_VAR}: not set")
-    candidates = ([Path(root)] if root is not None else []) + [DEBIAN_DIR, REPO_DIR]
-    for base in candidates:
+    for base in (DEBIAN_DIR, REPO_DIR):
         found, why = _probe(base)
         if found is not None:
             return found
@@ -106,9 +111,10 @@ def find_root(root: str | os.PathLike | None = None) -> Path:
     )
 
 
-def load_fashion_mnist(root: str | os.PathLike | None = None) -> ArrayDataset:
-    """Load Fashion-MNIST (60000 train / 10000 test, 28x28 uint8, labels 0..9) with our IDX reader."""
-    d = find_root(root)
+def load_fashion_mnist(root: str | os.PathLike | None = None, origin: str | None = None) -> ArrayDataset:
+    """Load Fashion-MNIST (60000 train / 10000 test, 28x28 uint8, labels 0..9) with our IDX reader, from
+    `find_root(root, origin)`."""
+    d = find_root(root, origin)
     arrays = {role: read_idx(_file(d, stem)) for role, stem in FILES.items()}
     for split in ("train", "test"):
         x, y = arrays[f"{split}_images"], arrays[f"{split}_labels"]

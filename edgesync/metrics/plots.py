@@ -4,24 +4,21 @@ Each `plot_*` function draws one PNG from a `RunData` (see `edgesync.metrics.rep
 matplotlib `Figure` (the Agg canvas), never through pyplot, so drawing touches no global backend state.
 `render_report` draws them all under `matplotlib.rc_context(PLOT_STYLE)`.
 
-The few number formatters below are shared with report.md (`edgesync.metrics.report` imports them), so a
-plot's labels read exactly like the tables.
+Numbers are formatted by `edgesync.metrics.formatting`, as in report.md, so a plot's labels read exactly
+like the tables.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from edgesync.metrics.formatting import RunData, num, pct, secs, sort_key
 from edgesync.metrics.summary import compute_ratio
-
-if TYPE_CHECKING:  # report imports this module; the type is only named here
-    from edgesync.metrics.report import RunData
 
 DPI = 120
 FIG_SIZE_IN = (7.0, 4.2)           # width, height of every plot
@@ -39,7 +36,6 @@ PLOT_STYLE = {
     "grid.alpha": 0.35,
     "grid.linestyle": ":",
 }
-NONE = "—"                         # a missing value, in plots and in report.md
 
 
 def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
@@ -49,7 +45,7 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
     fig, ax = _new_plot(
         "Test accuracy vs time" if by_time else "Test accuracy vs global model updates",
         _time_label(run) if by_time else "Global model updates", "Test accuracy (%)")
-    series = {label: _series(run.metrics, label, x_key, lambda r: _num(r.get("test_acc"))) for label in run.labels}
+    series = {label: _series(run.metrics, label, x_key, lambda r: num(r.get("test_acc"))) for label in run.labels}
     hits = {label: _first_reaching(points, run.target_acc) for label, points in series.items()}
     annotate = by_time and sum(hit is not None for hit in hits.values()) <= MAX_ANNOTATED_HITS
     any_data = False
@@ -66,13 +62,13 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
             ax.plot(hit[0], 100 * hit[1], marker="*", markersize=14, color=style["color"],
                     markeredgecolor="black", markeredgewidth=0.6, linestyle="none", zorder=5)
             if annotate:
-                ax.annotate(f"{_secs(hit[0])} s", (hit[0], 100 * hit[1]), xytext=(5, -13),
+                ax.annotate(f"{secs(hit[0])} s", (hit[0], 100 * hit[1]), xytext=(5, -13),
                             textcoords="offset points", fontsize=8, color=style["color"])
     handles, labels = ax.get_legend_handles_labels()
     if run.target_acc is not None:
         ax.axhline(100 * run.target_acc, color="0.35", linestyle="--", linewidth=1.0, zorder=1)
         handles.append(Line2D([], [], color="0.35", linestyle="--", linewidth=1.0))
-        labels.append(f"target {_pct(run.target_acc)}")
+        labels.append(f"target {pct(run.target_acc)}")
         if any_data:
             handles.append(Line2D([], [], marker="*", markersize=11, color="0.6", markeredgecolor="black",
                                   markeredgewidth=0.6, linestyle="none"))
@@ -144,7 +140,7 @@ def plot_compute_ratio(run: RunData, path: Path) -> Path:
     fig, ax = _new_plot("Compute-time ratio per client", "Entry", "Compute time / wall time")
     labels = [label for label in run.labels if any(str(r.get("algorithm")) == label for r in run.clients)]
     labels += sorted({str(r.get("algorithm")) for r in run.clients} - set(labels))
-    ranks = sorted({r.get("client") for r in run.clients}, key=_sort_key)
+    ranks = sorted({r.get("client") for r in run.clients}, key=sort_key)
     profile = {}
     for r in run.clients:
         profile.setdefault(r.get("client"), r.get("profile"))
@@ -234,7 +230,7 @@ def _time_label(run: RunData) -> str:
 
 def _series(metrics: list[dict], label: str, x_key: str, y_of) -> list[tuple[float, float]]:
     """(x, y) of one entry's evaluations that have both, sorted by x (stable)."""
-    points = [(_num(r.get(x_key)), y_of(r)) for r in metrics if str(r.get("algorithm")) == label]
+    points = [(num(r.get(x_key)), y_of(r)) for r in metrics if str(r.get("algorithm")) == label]
     return sorted(((x, y) for x, y in points if x is not None and y is not None), key=lambda p: p[0])
 
 
@@ -245,7 +241,7 @@ def _first_reaching(points: list[tuple[float, float]], target: float | None) -> 
 
 
 def _total_bytes(row: dict) -> float | None:
-    up, down = _num(row.get("bytes_up")), _num(row.get("bytes_down"))
+    up, down = num(row.get("bytes_up")), num(row.get("bytes_down"))
     return None if up is None or down is None else up + down
 
 
@@ -254,27 +250,3 @@ def _byte_unit(peak: float) -> tuple[float, str]:
         if peak >= scale:
             return scale, unit
     return 1.0, "bytes"
-
-
-# ---------------------------------------------------------------------------------------------- values
-
-def _num(value: Any) -> float | int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return value
-
-
-def _sort_key(value: Any) -> tuple:
-    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
-
-
-def _pct(value: Any) -> str:
-    v = _num(value)
-    return NONE if v is None else f"{100 * v:.2f} %"
-
-
-def _secs(value: float | None) -> str:
-    """Seconds to a tenth (a column reads evenly); below 0.1 s two significant digits."""
-    if value is None:
-        return NONE
-    return f"{value:,.1f}" if value == 0 or abs(value) >= 0.095 else f"{value:.2g}"

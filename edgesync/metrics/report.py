@@ -16,7 +16,6 @@ import json
 import math
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,8 @@ import matplotlib
 import yaml
 
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
-from edgesync.metrics.plots import (NONE, PLOT_STYLE, _num, _pct, _secs, _sort_key, plot_accuracy, plot_bytes,
-                                    plot_compute_ratio, plot_staleness)
+from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
+from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.summary import compute_ratio, speedup, summarize
@@ -39,28 +38,6 @@ PLOT_FILES = {  # file name -> caption in report.md
     "bytes_vs_time.png": "Cumulative traffic (up + down) vs time",
     "compute_ratio.png": "Compute-time ratio per client",
 }
-
-
-@dataclass
-class RunData:
-    """What a run folder holds, read back."""
-
-    name: str
-    scenario: dict
-    metrics: list[dict]
-    clients: list[dict]
-    summary: dict[str, dict]               # label -> summary entry, in report order
-    target_acc: float | None
-    virtual_time: bool                     # the simulator's clock, not the wall clock
-    updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
-
-    @property
-    def has_staleness(self) -> bool:
-        return any("gap" in r for r in self.updates)
-
-    @property
-    def labels(self) -> list[str]:
-        return list(self.summary)
 
 
 def render_report(run_dir: Path) -> Path:
@@ -90,10 +67,10 @@ def load_run(run_dir: Path) -> RunData:
     metrics = read_jsonl(run_dir / METRICS_FILE)
     clients = read_jsonl(run_dir / CLIENTS_FILE)
     stored = _load_json(run_dir / SUMMARY_FILE)
-    target = _num(_get(scenario, "stop", "target_acc"))
+    target = num(_get(scenario, "stop", "target_acc"))
     if target is None:  # the scenario may predate the key; the stored summary knows the target
-        target = next((_num(e.get("target_acc")) for e in stored.values()
-                       if isinstance(e, dict) and _num(e.get("target_acc")) is not None), None)
+        target = next((num(e.get("target_acc")) for e in stored.values()
+                       if isinstance(e, dict) and num(e.get("target_acc")) is not None), None)
     recomputed = summarize(metrics, clients, target, algorithms=_algorithm_names(scenario))
     # Stored entries first (their order), then any label the stored summary lacks.
     summary = {label: entry for label, entry in stored.items() if isinstance(entry, dict)}
@@ -177,7 +154,7 @@ def _setup_paragraph(run: RunData) -> str:
     sentence = "; ".join(p for p in parts if p) or "no scenario recorded"
     entries = ", ".join(_code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
                         for label, e in run.summary.items())
-    target = f" Target test accuracy: {_pct(run.target_acc)}." if run.target_acc is not None else ""
+    target = f" Target test accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
     started = _started(run.metrics)
     return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}. "
             f"Entries compared: {entries or NONE}.{target}{started}")
@@ -203,7 +180,7 @@ def _describe_clients(run: RunData) -> str:
     if isinstance(spec, int):
         return _clients_phrase(spec, Counter())
     if isinstance(spec, dict):
-        count = _num(_first(spec.get("count"), spec.get("n")))
+        count = num(_first(spec.get("count"), spec.get("n")))
         profile = _describe(_first(spec.get("profile"), spec.get("profiles")))
         if count is None:
             return ""
@@ -212,7 +189,7 @@ def _describe_clients(run: RunData) -> str:
         profiles = Counter()
         for c in spec:
             c = c if isinstance(c, dict) else {"profile": c}
-            count = _num(_first(c.get("count"), c.get("n"))) or 1
+            count = num(_first(c.get("count"), c.get("n"))) or 1
             profiles[_profile_label(c.get("profile"))] += int(count)
         return _clients_phrase(sum(profiles.values()), profiles)
     return ""
@@ -247,7 +224,7 @@ def _clients_phrase(n: int, profiles: Counter) -> str:
 
 
 def _started(metrics: list[dict]) -> str:
-    stamps = [t for t in (_num(r.get("wall_clock")) for r in metrics) if t is not None]
+    stamps = [t for t in (num(r.get("wall_clock")) for r in metrics) if t is not None]
     if not stamps:
         return ""
     when = datetime.fromtimestamp(min(stamps), tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -259,19 +236,19 @@ def _comparison_table(run: RunData) -> list[str]:
         return ["No evaluations recorded (metrics.jsonl is missing or empty)."]
     first = run.labels[0] if run.labels else None
     base = run.summary[first].get("time_to_target_s") if first else None
-    target = f"Time to {_pct(run.target_acc)} (s)" if run.target_acc is not None else "Time to target (s)"
+    target = f"Time to {pct(run.target_acc)} (s)" if run.target_acc is not None else "Time to target (s)"
     header = ["Entry", "Final acc.", "Best acc.", target, f"Speedup vs {first or NONE}", "Updates",
               "Samples/s", "MB up", "MB down", "Compute ratio"]
     rows = []
     for label, e in run.summary.items():
-        ttt = _num(e.get("time_to_target_s"))
+        ttt = num(e.get("time_to_target_s"))
         evaluated = e.get("evals", 1) != 0 and e.get("final_acc") is not None
         rows.append([
             _code(label) + ("" if evaluated else " (no evaluations)"),
-            _pct(e.get("final_acc")), _pct(e.get("best_acc")),
-            _secs(ttt) if ttt is not None else ("not reached" if run.target_acc is not None and evaluated
+            pct(e.get("final_acc")), pct(e.get("best_acc")),
+            secs(ttt) if ttt is not None else ("not reached" if run.target_acc is not None and evaluated
                                                  else NONE),
-            _times(speedup(_num(base), ttt)), _int(e.get("updates")), _rate(e.get("samples_per_s")),
+            _times(speedup(num(base), ttt)), _int(e.get("updates")), _rate(e.get("samples_per_s")),
             _mb(e.get("bytes_up")), _mb(e.get("bytes_down")), _fixed(e.get("compute_ratio_mean"), 2),
         ])
     return _md_table(header, rows, align="l" + "r" * (len(header) - 1))
@@ -282,11 +259,11 @@ def _clients_table(run: RunData) -> list[str]:
         return ["No client records (clients.jsonl is missing or empty)."]
     order = {label: i for i, label in enumerate(run.labels)}
     rows = sorted(run.clients, key=lambda r: (order.get(str(r.get("algorithm")), len(order)),
-                                               str(r.get("algorithm")), _sort_key(r.get("client"))))
+                                               str(r.get("algorithm")), sort_key(r.get("client"))))
     header = ["Entry", "Client", "Profile", "Host", "Device", "Compute (s)", "Wait (s)", "Ratio", "Steps",
               "Samples"]
     body = [[_code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
-             _text(_device(r)), _secs(_num(r.get("compute_s"))), _secs(_num(r.get("wait_s"))),
+             _text(_device(r)), secs(num(r.get("compute_s"))), secs(num(r.get("wait_s"))),
              _fixed(compute_ratio(r), 2), _int(r.get("steps")), _int(r.get("samples"))] for r in rows]
     return _md_table(header, body, align="lrlllrrrrr")
 
@@ -363,17 +340,17 @@ def _times(value: float | None) -> str:
 
 
 def _int(value: Any) -> str:
-    v = _num(value)
+    v = num(value)
     return NONE if v is None else f"{int(round(v)):,}"
 
 
 def _rate(value: Any) -> str:
-    v = _num(value)
+    v = num(value)
     return NONE if v is None else f"{v:,.0f}" if abs(v) >= 100 else f"{v:.1f}"
 
 
 def _mb(value: Any) -> str:
-    v = _num(value)
+    v = num(value)
     if v is None:
         return NONE
     mb = v / BYTES_PER_MB
@@ -381,5 +358,5 @@ def _mb(value: Any) -> str:
 
 
 def _fixed(value: Any, digits: int) -> str:
-    v = _num(value)
+    v = num(value)
     return NONE if v is None or math.isinf(v) else f"{v:.{digits}f}"

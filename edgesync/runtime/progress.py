@@ -1,7 +1,6 @@
 """What a person watching a run sees: a live table on a terminal, plain lines elsewhere (CI, logs)."""
 from __future__ import annotations
 
-import sys
 import time
 
 from rich.console import Console
@@ -78,7 +77,3 @@ class Progress:
             best = "–" if r["best"] is None else f"{r['best']:.3f}"
             t.add_row(label, bar, f"{r['time_s']:.0f}/{budget:g} s", str(r["updates"]), acc, best)
         return t
-
-
-def is_interactive() -> bool:
-    return sys.stderr.isatty()

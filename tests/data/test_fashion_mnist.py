@@ -155,18 +155,76 @@ def test_find_root_torchvision_layout_and_mixed_gz(tmp_path: Path) -> None:
     assert find_root(tmp_path / "tv") == raw
 
 
-def test_not_found_message_lists_places(tmp_path: Path, no_default_places: tuple[Path, Path]) -> None:
+def test_not_found_message_lists_places(no_default_places: tuple[Path, Path]) -> None:
     debian, repo = no_default_places
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    write_fake_fashion(empty, gz=True)
-    (empty / "train-labels-idx1-ubyte.gz").unlink()
+    write_fake_fashion(debian, gz=True)
+    (debian / "train-labels-idx1-ubyte.gz").unlink()
     with pytest.raises(DataNotFoundError) as info:
-        find_root(empty)
+        find_root()
     msg = str(info.value)
-    for expected in (fm.ENV_VAR, str(empty), str(debian), str(repo), "make setup", "train-labels-idx1-ubyte"):
+    for expected in (fm.ENV_VAR, str(debian), str(repo), "make setup", "train-labels-idx1-ubyte"):
         assert expected in msg
     assert isinstance(info.value, FileNotFoundError)
+
+
+# An explicit root (a scenario's dataset.root, a client's --data-root) is the only place looked in: a
+# wrong one is an error naming it and where it came from, never another copy of the data found elsewhere.
+
+
+def test_an_explicit_root_that_does_not_exist_is_not_replaced_by_another_copy(
+    tmp_path: Path, no_default_places: tuple[Path, Path]
+) -> None:
+    _, repo = no_default_places
+    write_fake_fashion(repo, gz=True)  # a copy the search would find
+    typo = tmp_path / "typo"
+    with pytest.raises(DataNotFoundError) as info:
+        find_root(typo)
+    msg = str(info.value)
+    assert f"{typo}: no such directory" in msg
+    assert str(repo) not in msg  # the message is about the root, not the places a search would look in
+    assert find_root() == repo  # without a root the search goes on as before
+
+
+def test_an_explicit_root_missing_a_file_is_an_error_too(tmp_path: Path, no_default_places: tuple[Path, Path]) -> None:
+    _, repo = no_default_places
+    write_fake_fashion(repo, gz=True)
+    mine = tmp_path / "mine"
+    write_fake_fashion(mine, gz=True)
+    (mine / "t10k-images-idx3-ubyte.gz").unlink()
+    with pytest.raises(DataNotFoundError, match=rf"{mine}: missing t10k-images-idx3-ubyte"):
+        find_root(mine)
+    with pytest.raises(DataNotFoundError, match=rf"^--data-root {mine}: missing t10k-images-idx3-ubyte"):
+        find_root(mine, origin="--data-root")
+
+
+@pytest.mark.parametrize("name", DATASET_NAMES)
+def test_every_loader_names_an_explicit_root_and_its_origin(
+    tmp_path: Path, no_default_places: tuple[Path, Path], name: str
+) -> None:
+    _, repo = no_default_places
+    write_fake_fashion(repo, gz=True)
+    typo = tmp_path / "typo"
+    with pytest.raises(DataNotFoundError, match=rf"--data-root {typo}: no such directory"):
+        load_dataset(name, typo, origin="--data-root")
+    # Without an origin the message says what an explicit root can be.
+    with pytest.raises(DataNotFoundError) as info:
+        load_dataset(name, typo)
+    assert str(typo) in str(info.value) and "dataset.root" in str(info.value) and "--data-root" in str(info.value)
+
+
+def test_a_client_given_a_root_its_machine_lacks_fails_naming_it(
+    tmp_path: Path, no_default_places: tuple[Path, Path]
+) -> None:
+    # A client reads the data through runtime.workload.dataset with `--data-root` or the root that the
+    # coordinator's SETUP carries (dataset.root): the coordinator's machine had it, this one does not.
+    from edgesync.runtime.workload import dataset
+
+    _, repo = no_default_places
+    write_fake_fashion(repo, gz=True)
+    typo = tmp_path / "on-the-coordinator-only"
+    with pytest.raises(DataNotFoundError, match="dataset.root") as info:
+        dataset("fashion_mnist", str(typo), None)
+    assert f"{typo}: no such directory" in str(info.value)
 
 
 # --- loaders ---------------------------------------------------------------------------------------
@@ -240,6 +298,14 @@ def test_cli_prints_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setenv(fm.ENV_VAR, str(tmp_path))
     assert data_main([]) == 0
     assert str(tmp_path) in capsys.readouterr().out
+
+
+def test_cli_root_that_does_not_exist_exits_1(
+    tmp_path: Path, no_default_places: tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    write_fake_fashion(no_default_places[1], gz=True)
+    assert data_main(["--root", str(tmp_path / "typo")]) == 1
+    assert f"--root {tmp_path / 'typo'}: no such directory" in capsys.readouterr().err
 
 
 def test_cli_not_found_exits_1(

@@ -1,0 +1,75 @@
+"""What every dataset becomes in memory, and what its loaders share.
+
+`ArrayDataset` holds a train/test split as uint8 images (N, H, W) plus int64 labels; `to_tensor` normalizes
+a batch to float32 (N, 1, H, W) when it is needed. `DataNotFoundError` is every loader's "the files are
+not there", and `explicit_root_error` its wording for a root that was given but does not hold the data:
+such a root is the only place looked in, never replaced by another copy found elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FASHION_MNIST_MEAN = 0.2860
+FASHION_MNIST_STD = 0.3530
+MNIST_MEAN = 0.1307
+MNIST_STD = 0.3081
+
+REPO_DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # <repo>/data, git-ignored
+
+# Where an explicit root comes from, for a message whose caller did not say.
+EXPLICIT_ROOT_SOURCES = ("a scenario's dataset.root (the coordinator sends it to every client with SETUP) "
+                         "or a client's --data-root")
+
+
+class DataNotFoundError(FileNotFoundError):
+    """The dataset files are not where they were looked for; the message says where and the fix."""
+
+
+def explicit_root_error(root: str | os.PathLike, origin: str | None, why: str) -> DataNotFoundError:
+    """The error for an explicit root that does not hold the data: `ORIGIN ROOT: WHY. …`.
+
+    `origin` names where the root came from ("dataset.root", "--data-root"); None says what it can be."""
+    came_from = "" if origin else f"It came from {EXPLICIT_ROOT_SOURCES}. "
+    return DataNotFoundError(
+        f"{origin or 'data root'} {root}: {why}. {came_from}An explicit root is the only place looked in, "
+        "so no other copy of the data was used: correct it, or leave it out to search the usual places."
+    )
+
+
+@dataclass
+class ArrayDataset:
+    """A train/test split held in memory as uint8 images and int64 labels."""
+
+    train_x: np.ndarray  # (N, H, W) uint8
+    train_y: np.ndarray  # (N,) int64
+    test_x: np.ndarray  # (M, H, W) uint8
+    test_y: np.ndarray  # (M,) int64
+    num_classes: int
+    mean: float  # of the pixels scaled to [0, 1], used by to_tensor
+    std: float
+    name: str
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(C, H, W) of one sample as the models see it (grayscale: C = 1)."""
+        _, h, w = self.train_x.shape
+        return (1, h, w)
+
+
+def to_tensor(x_uint8: np.ndarray, mean: float, std: float) -> torch.Tensor:
+    """uint8 images (N, H, W) -> normalized float32 tensor (N, 1, H, W): (x / 255 - mean) / std."""
+    if x_uint8.dtype != np.uint8 or x_uint8.ndim != 3:
+        raise ValueError(
+            f"to_tensor expects uint8 images of shape (N, H, W), got {x_uint8.dtype} {x_uint8.shape}"
+        )
+    x = np.ascontiguousarray(x_uint8)
+    if not x.flags.writeable:  # torch.from_numpy warns on read-only arrays
+        x = x.copy()
+    t = torch.from_numpy(x).to(torch.float32)  # (N, H, W)
+    return t.div_(255.0).sub_(mean).div_(std).unsqueeze(1)  # (N, 1, H, W)

@@ -1,0 +1,61 @@
+"""What report.md and the plots share: `RunData`, a run folder read back, and the value formatters that
+make a plot's labels read exactly like the tables.
+
+`edgesync.metrics.report` loads a folder into a `RunData` (`load_run`) and writes report.md;
+`edgesync.metrics.plots` draws from one. Both import this module, and neither imports the other's
+private helpers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NONE = "—"                         # a missing value, in plots and in report.md
+
+
+@dataclass
+class RunData:
+    """What a run folder holds, read back."""
+
+    name: str
+    scenario: dict
+    metrics: list[dict]
+    clients: list[dict]
+    summary: dict[str, dict]               # label -> summary entry, in report order
+    target_acc: float | None
+    virtual_time: bool                     # the simulator's clock, not the wall clock
+    updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
+
+    @property
+    def has_staleness(self) -> bool:
+        return any("gap" in r for r in self.updates)
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.summary)
+
+
+def num(value: Any) -> float | int | None:
+    """`value` if it is a real number (not a bool, not NaN), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return value
+
+
+def sort_key(value: Any) -> tuple:
+    """Numbers first, in order, then everything else by its text (client ranks that may be names)."""
+    return (0, value, "") if isinstance(value, (int, float)) and not isinstance(value, bool) else (1, 0, str(value))
+
+
+def pct(value: Any) -> str:
+    """A fraction as a percentage with two decimals: 0.8 → '80.00 %'."""
+    v = num(value)
+    return NONE if v is None else f"{100 * v:.2f} %"
+
+
+def secs(value: float | None) -> str:
+    """Seconds to a tenth (a column reads evenly); below 0.1 s two significant digits."""
+    if value is None:
+        return NONE
+    return f"{value:,.1f}" if value == 0 or abs(value) >= 0.095 else f"{value:.2g}"
