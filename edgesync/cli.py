@@ -183,16 +183,20 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
     from edgesync.runtime.checkpoint import CheckpointError
     from edgesync.runtime.coordinator import Coordinator, RunAborted
     from edgesync.runtime.runs import log_to, run_experiment, run_folder
+    from edgesync.transport.sockets import CoordinatorSocket
     run_dir = resume or run_folder(sc, out_dir)
     log_to(run_dir, verbose=True)
     hint = (f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}" if keys else "")
 
+    sockets: list = []  # one socket for every variant: the clients stay connected to it
+
     def run_variant(variant, recorder, checkpoints, display, resolved) -> None:
-        # Each variant's coordinator binds the same address; the clients, told nothing between variants,
-        # find the next one there and say HELLO again (as after a coordinator restart).
+        # Each variant has its own coordinator on the one socket. The clients, told nothing between
+        # variants, are unknown to the next coordinator and asked to say HELLO again (as after a restart).
         last = variant.tag == variants[-1].tag
-        coord = Coordinator(variant.scenario, recorder, bind=bind, progress=display, keys=keys,
-                            shutdown_clients=last)
+        if not sockets:
+            sockets.append(CoordinatorSocket(bind, keys=keys))
+        coord = Coordinator(variant.scenario, recorder, progress=display, sock=sockets[0], shutdown_clients=last)
         coord.checkpoints = checkpoints
         port = coord.address.rsplit(':', 1)[-1]
         how = ("CURVE, admitting the keys in " + str(keys.allow_dir) if keys else
@@ -200,10 +204,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         err.print(f"coordinator for {variant.tag or sc.name} on {coord.address} ({how}): start "
                   f"{len(variant.scenario.clients)} clients with `edgesync client --connect tcp://THIS-HOST:{port}"
                   f"{' ' + hint if hint else ''}`", highlight=False)
-        try:
-            coord.run()
-        finally:
-            coord.close()
+        coord.run()
 
     from edgesync.sweep import variants as sweep_variants
     variants = sweep_variants(sc)
@@ -218,6 +219,9 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
     except FileNotFoundError as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
+    finally:
+        for sock in sockets:
+            sock.close()
     _print_summary(summary)
     out.print(f"report: {run_dir / 'report.md'}", highlight=False)
 

@@ -280,6 +280,12 @@ class Scenario(Strict):
         specs = (self.links, self.clients[rank].link)
         return to_link(resolve_direction("up", *specs)), to_link(resolve_direction("down", *specs))
 
+    def link_seeds(self, rank: int) -> tuple[int, int]:
+        """(uplink, downlink) seeds of client `rank`'s link jitter and losses: the same in every runtime,
+        so a simulated run and a live one draw the same delays and drops."""
+        base = self.seed * 7919 + 2 * rank
+        return base, base + 1
+
     @model_validator(mode="after")
     def _unique_labels(self) -> "Scenario":
         keys = [a.key for a in self.algorithms]

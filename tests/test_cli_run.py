@@ -146,6 +146,39 @@ def test_coordinator_and_clients_as_separate_commands(tmp_path):
     assert (out / "report.md").exists()
 
 
+@pytest.mark.slow
+def test_the_coordinator_command_runs_a_sweep_with_the_same_client_processes(tmp_path):
+    """A sweep served by `edgesync coordinator`: each variant's coordinator binds the same address and
+    the clients, told nothing between variants, say HELLO to the next one (they exit only at the end)."""
+    port = free_port()
+    out = tmp_path / "run"
+    scenario = tmp_path / "sweep.yaml"
+    scenario.write_text("name: sweep\nclients: [x1, x1]\ndataset: {train_size: 2000}\n"
+                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 2}\neval: {test_size: 200}\n"
+                        "sweep: {algorithms.0.lr: [0.05, 0.1]}\n")
+    coord = subprocess.Popen([sys.executable, "-m", "edgesync.cli", "coordinator", "--scenario", str(scenario),
+                              "--bind", f"tcp://127.0.0.1:{port}", "--out", str(out), "-q"],
+                             cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clients = [subprocess.Popen([sys.executable, "-m", "edgesync.cli", "client", "--connect",
+                                 f"tcp://127.0.0.1:{port}"], cwd=REPO, env={**ENV, "OMP_NUM_THREADS": "1"},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    try:
+        stdout, stderr = coord.communicate(timeout=150)
+        logs = [c.communicate(timeout=60)[0] for c in clients]
+    finally:
+        for p in (coord, *clients):
+            if p.poll() is None:
+                p.kill()
+    assert coord.returncode == 0, stderr[-2000:]
+    assert all(c.returncode == 0 for c in clients), logs
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary) == ["asgd@lr=0.05", "asgd@lr=0.1"]
+    assert all(s["updates"] > 0 for s in summary.values())
+    rows = [json.loads(line) for line in (out / "clients.jsonl").read_text().splitlines()]
+    assert sorted((r["algorithm"], r["client"]) for r in rows) == [
+        ("asgd@lr=0.05", 0), ("asgd@lr=0.05", 1), ("asgd@lr=0.1", 0), ("asgd@lr=0.1", 1)]
+
+
 def test_missing_dataset_fails_before_any_client_starts(tmp_path):
     env = {**ENV, "EDGESYNC_DATA": str(tmp_path / "nowhere")}
     result = subprocess.run([sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml",

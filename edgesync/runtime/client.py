@@ -32,7 +32,7 @@ from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.accounting import ClientClock, client_totals
 from edgesync.runtime.step_time import measure_step_s
-from edgesync.runtime.workload import dataset, make_trainer, resolve_device
+from edgesync.runtime.workload import dataset, make_trainer, resolve_device, trainer_seed
 from edgesync.trainer import NoHook, Trainer
 from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
@@ -137,7 +137,7 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
     dev = resolve_device(device or meta.get("device", "cpu"))
     sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
     trainer = make_trainer(data, meta["model"], indices, config.batch_size,
-                           seed=int(meta["seed"]) * 1000 + rank, device=dev, hook=NoHook())
+                           seed=trainer_seed(int(meta["seed"]), rank), device=dev, hook=NoHook())
     half = spec.client(config, trainer)
     return Session(meta["label"], half, trainer, sampler)
 

@@ -143,11 +143,11 @@ class Membership:
         self.peers[rank] = Peer(rank, identity, info, profile, msg.meta.get("instance"))
         self.ranks[identity] = rank
         up, down = (transport_link(link, self.kernel_shapes) for link in self.scenario.client_links(rank))
-        seed = self.scenario.seed * 7919 + 2 * rank  # as the simulator: the same jitter and losses
-        self.sock.send(identity, protocol.welcome(rank, want, self.scenario.name, asdict(up), seed,
+        up_seed, down_seed = self.scenario.link_seeds(rank)  # as the simulator's: the same jitter and losses
+        self.sock.send(identity, protocol.welcome(rank, want, self.scenario.name, asdict(up), up_seed,
                                                   self.scenario.faults.client_timeout_s))
         self.liveness.seen(rank)
-        self.sock.set_link(identity, down, seed + 1)
+        self.sock.set_link(identity, down, down_seed)
         log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
                  info.get("device"), profile.label, up.describe(), down.describe())
 

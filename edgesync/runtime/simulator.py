@@ -37,7 +37,7 @@ from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
-from edgesync.runtime.workload import prepare_workload
+from edgesync.runtime.workload import prepare_workload, trainer_seed
 from edgesync.scenario import Scenario
 from edgesync.trainer import Interrupt, StepAborted, Trainer
 from edgesync.transport import protocol
@@ -184,13 +184,14 @@ class Simulator:
         profile = sc.clients[rank].profile
         clock = VirtualStep(FactorSampler(profile, seed=sc.seed, rank=rank), self.step_s[config.batch_size])
         trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
-                          seed=sc.seed * 1000 + rank, subset=self.splits[rank], hook=clock)
+                          seed=trainer_seed(sc.seed, rank), subset=self.splits[rank], hook=clock)
         half = spec.client(config, trainer)
         half.ctx = EagerContext(lambda: clock.elapsed)
         up, down = sc.client_links(rank)
         # seeded per client and direction: jitter and losses replay exactly
-        return SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=sc.seed * 7919 + 2 * rank),
-                         down=LinkChannel(down, seed=sc.seed * 7919 + 2 * rank + 1))
+        up_seed, down_seed = sc.link_seeds(rank)
+        return SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=up_seed),
+                         down=LinkChannel(down, seed=down_seed))
 
     # -- events ------------------------------------------------------------------------------------
     def _push(self, t: float, kind: str, client: int, message, size: int) -> None:

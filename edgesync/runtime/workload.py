@@ -117,6 +117,11 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
+def trainer_seed(seed: int, rank: int) -> int:
+    """The seed of client `rank`'s mini-batch sampling: the same live, in the simulator and under Flower."""
+    return seed * 1000 + rank
+
+
 def make_trainer(data: ArrayDataset, model_name: str, indices: np.ndarray, batch_size: int, seed: int,
                  device: torch.device, hook: StepHook) -> Trainer:
     x = to_tensor(data.train_x[indices], data.mean, data.std).to(device)
