@@ -371,8 +371,13 @@ def flower_up(nodes: int = typer.Option(2, "--nodes", "-n", help="SuperNodes to 
         lab.start()
         lab.wait_for_nodes()
     except LabError as exc:
+        lab.stop()  # the SuperLink and SuperNodes are up when it is the nodes that did not register
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        lab.stop()
+        err.print("Flower lab stopped", highlight=False)
+        raise typer.Exit(130) from None
     err.print(f"SuperLink {lab.address} and {nodes} SuperNodes up (logs: {lab.home / 'logs'})", highlight=False)
     if detach:
         out.print(f"FLWR_HOME={lab.home} flwr run . {CONNECTION} --stream\n"
