@@ -88,7 +88,6 @@ class GridSocket:
             return 0
         if kind == T.SETUP:
             self.joining = False
-            self.stats.pop(peer, None)
             message = Message(kind, {**message.meta, "rank": self.ranks.get(peer)}, message.tensors)
         if self._busy(peer):
             self.queued[peer].append(message)
@@ -129,6 +128,8 @@ class GridSocket:
         return peer in self.in_flight.values() or bool(self.queued[peer])
 
     def _push(self, peer: bytes, message: Message) -> int:
+        if message.type == T.SETUP:  # totals of the previous algorithm end here, not when SETUP was queued:
+            self.stats.pop(peer, None)  # an update still in flight then would bring them back
         content = records.to_records(message)
         size = records.payload_bytes(content)
         out = FlowerMessage(content, dst_node_id=int(peer), message_type=FLOWER_TYPES[message.type])

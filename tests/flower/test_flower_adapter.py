@@ -147,11 +147,6 @@ def test_every_algorithm_runs_over_flower(fake_grid, tmp_path, name):
     assert final["algorithm"] == name and final["updates"] >= 3 and math.isfinite(final["test_loss"])
 
 
-@pytest.mark.xfail(strict=False, reason="known bug, edgesync/flower/grid_socket.py: SETUP clears a node's "
-                   "STATS when it is queued (send), but the previous algorithm's UPDATE still in flight "
-                   "arrives after that and _decode stores its totals; a node with no update in the next "
-                   "algorithm then reports those at END. Fix: clear self.stats[peer] in _push when the "
-                   "SETUP is actually pushed.")
 def test_a_node_without_updates_in_an_algorithm_reports_none_of_the_previous_ones_steps(fake_grid, tmp_path):
     """The x100 node's first step (about a second) is still running when the x1 node has made the
     three updates of `a`; its late UPDATE arrives while `b` sets up, and in `b` it again makes none."""
