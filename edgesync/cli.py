@@ -208,6 +208,11 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
 
     from edgesync.sweep import variants as sweep_variants
     variants = sweep_variants(sc)
+    if len({len(v.scenario.clients) for v in variants}) > 1:
+        err.print(f"[red]{scenario or resume}: the sweep changes the number of clients, but the coordinator's clients "
+                  "serve every variant: run it with `edgesync run`, or one coordinator per count[/red]",
+                  highlight=False)
+        raise typer.Exit(2)
     try:
         summary = run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None)
     except CheckpointError as exc:
