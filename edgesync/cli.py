@@ -103,16 +103,23 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                   highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
-    from edgesync.runtime.checkpoint import CheckpointError
-    from edgesync.runtime.coordinator import RunAborted
     from edgesync.runtime.runs import log_to, run_folder, run_scenario
     run_dir = resume or run_folder(sc, out_dir)
     log_to(run_dir, verbose)
     err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
+    _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
+                                                  curve=curve))
+
+
+def _run_and_report(run_dir: Path, start) -> None:
+    """`start()` runs an experiment and returns its summary, printed here; one that cannot start or go on
+    exits saying why (2: fix the input, 1: the run itself failed)."""
+    from edgesync.runtime.checkpoint import CheckpointError
+    from edgesync.runtime.membership import RunAborted
     try:
-        summary = run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None, curve=curve)
+        summary = start()
     except CheckpointError as exc:
         err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -180,8 +187,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
-    from edgesync.runtime.checkpoint import CheckpointError
-    from edgesync.runtime.coordinator import Coordinator, RunAborted
+    from edgesync.runtime.coordinator import Coordinator
     from edgesync.runtime.runs import log_to, run_experiment, run_folder
     from edgesync.transport.sockets import CoordinatorSocket
     run_dir = resume or run_folder(sc, out_dir)
@@ -213,22 +219,15 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                   "serve every variant: run it with `edgesync run`, or one coordinator per count[/red]",
                   highlight=False)
         raise typer.Exit(2)
-    try:
-        summary = run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None)
-    except CheckpointError as exc:
-        err.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-    except RunAborted as exc:
-        err.print(f"[red]run aborted:[/red] {exc}", highlight=False)
-        raise typer.Exit(1) from None
-    except FileNotFoundError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
-    finally:
-        for sock in sockets:
-            sock.close()
-    _print_summary(summary)
-    out.print(f"report: {run_dir / 'report.md'}", highlight=False)
+
+    def start() -> dict:
+        try:
+            return run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None)
+        finally:
+            for sock in sockets:
+                sock.close()
+
+    _run_and_report(run_dir, start)
 
 
 @app.command()

@@ -37,12 +37,17 @@ from edgesync.algorithms.registry import register
 from edgesync.trainer import StepAborted
 
 
-class ESyncConfig(DeltaConfig):
+class ESyncKeys(DeltaConfig):
+    """The keys of ESync and of its per-round stand-in (`esync_budget`)."""
+
+    slack_s: float = Field(0.0, ge=0, description="ε in QUERY-STATE, seconds (authors' code: 0.5)")
+    max_local_steps: int = Field(10_000, ge=1, description="safety cap on n_i in one round")
+
+
+class ESyncConfig(ESyncKeys):
     name: Literal["esync"] = "esync"
     mode: Literal["blocking", "nonblocking"] = Field("blocking", description="State Server queries: "
                                                      "blocking round trips, or §4.2 delayed ACK")
-    slack_s: float = Field(0.0, ge=0, description="ε in QUERY-STATE, seconds (authors' code: 0.5)")
-    max_local_steps: int = Field(10_000, ge=1, description="safety cap on n_i in one round")
 
 
 @dataclass

@@ -28,16 +28,15 @@ from typing import Literal
 from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Update
-from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
+from edgesync.algorithms.esync import ESyncKeys
+from edgesync.algorithms.local_sgd import DeltaServer, LocalRound
 from edgesync.algorithms.registry import register
 
 
-class ESyncBudgetConfig(DeltaConfig):
+class ESyncBudgetConfig(ESyncKeys):
     name: Literal["esync_budget"] = "esync_budget"
     budget: Literal["steps", "time"] = Field("steps", description="how each client's round is bounded: "
                                              "n_i local steps, or seconds on its own clock")
-    slack_s: float = Field(0.0, ge=0, description="ε, seconds (as ESync's)")
-    max_local_steps: int = Field(10_000, ge=1, description="safety cap on n_i in one round")
 
 
 def step_budget(c_i: float, c_max: float, slack_s: float, cap: int) -> int:
