@@ -93,7 +93,7 @@ class ESyncBudgetClient(ClientAlgorithm):
         meta, cap = instruction.meta, self.config.max_local_steps
         steps, budget_s = int(meta.get("local_steps", 1)), meta.get("time_budget_s")
         session = LocalRound(self, instruction)
-        compute0, started = self.trainer.stats.compute_s, self.ctx.now()
+        started = self.ctx.now()
         while True:
             session.step()
             if session.steps >= cap:
@@ -105,8 +105,9 @@ class ESyncBudgetClient(ClientAlgorithm):
                 elapsed = self.ctx.now() - started
                 if elapsed + elapsed / session.steps > budget_s:
                     break
+        step_s = (self.ctx.now() - started) / session.steps  # c_i on the runtime's clock, slowdown included
         update = session.finish()
-        update.meta["step_s"] = (self.trainer.stats.compute_s - compute0) / session.steps
+        update.meta["step_s"] = step_s
         return update
 
 

@@ -123,7 +123,7 @@ def test_fuzzed_frames_never_crash_the_coordinator_or_touch_the_model(loopback, 
         train = member.join(rank=0)
         grad = torch.randn(train.tensors["params"].numel(), generator=torch.Generator().manual_seed(0)) * 1e-3
         buffers = train.tensors.get("buffers", torch.zeros(0))
-        initial_bits = run.coordinator.initial.params.view(torch.int32).clone()
+        initial_bits = run.coordinator.workload.initial.params.view(torch.int32).clone()
 
         @settings(max_examples=150, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

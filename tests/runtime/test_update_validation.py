@@ -140,7 +140,7 @@ def test_nan_and_misfit_updates_never_touch_the_global_model(loopback):
         train = raw.join(rank=0)
         theta = train.tensors["params"].clone()
         n = theta.numel()
-        initial_bits = run.coordinator.initial.params.view(torch.int32).clone()
+        initial_bits = run.coordinator.workload.initial.params.view(torch.int32).clone()
         bad = [
             ({"grad": torch.full((n,), float("nan"))}, "NaN or Inf"),
             ({"grad": with_value(torch.zeros(n), n - 1, float("inf"))}, "1 of %d values are NaN or Inf" % n),
@@ -162,7 +162,7 @@ def test_nan_and_misfit_updates_never_touch_the_global_model(loopback):
         server = run.coordinator.server
         assert server.updates == 0
         assert torch.equal(server.params.view(torch.int32), initial_bits)
-        assert torch.equal(theta, run.coordinator.initial.params)
+        assert torch.equal(theta, run.coordinator.workload.initial.params)
     finally:
         gate.set()  # the real client now trains the run to its end
         raw.finish_in_background()
