@@ -160,3 +160,46 @@ def test_a_node_without_updates_in_an_algorithm_reports_none_of_the_previous_one
         made = sum(u["algorithm"] == c["algorithm"] and u["client"] == c["client"] for u in updates)
         if c["bytes_up"] == 0:  # nothing arrived from it during this algorithm
             assert made == 0 and not c["steps"], c
+
+
+def test_a_killed_serverapp_resumes_its_run_folder(fake_grid, tmp_path, monkeypatch):
+    """The ServerApp's run folder is set up like every command's (runtime/runs.py), checkpoint included:
+    killed after `b` trained but before it finished, `resume=true` skips `a` and goes on with `b` from
+    its checkpoint, its rows unique and its clock monotonic."""
+    import yaml
+    from flwr.app import Context, RecordDict
+    from edgesync.flower import coordinator as flower_coordinator
+    from edgesync.flower.coordinator import serve
+
+    scenario = small_scenario(algorithms=[{"name": "asgd", "lr": 0.05, "label": "a"},
+                                          {"name": "asgd", "lr": 0.05, "label": "b"}],
+                              clients=["x1", "x1"], stop={"time_budget_s": 60, "max_updates": 6, "target_acc": 0.9},
+                              checkpoint={"every_updates": 2})
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    out = tmp_path / "run"
+
+    def context(**extra) -> Context:
+        return Context(run_id=7, node_id=0, node_config={}, state=RecordDict(),
+                       run_config={"scenario": str(path), "out": str(out), **extra})
+
+    def power_cut(self, config, end_s, final):
+        if config.key == "b":
+            raise RuntimeError("power cut")
+
+    with monkeypatch.context() as m:
+        m.setattr(flower_coordinator.FlowerCoordinator, "after_algorithm", power_cut)
+        with pytest.raises(RuntimeError, match="power cut"):
+            serve(fake_grid([{}, {}]), context(), tmp_path)
+    before = read_jsonl(out / "metrics.jsonl")
+    assert {r["algorithm"] for r in before} == {"a", "b"} and not (out / "summary.json").exists()
+
+    serve(fake_grid([{}, {}]), context(resume=True), tmp_path)
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert [r for r in rows if r["algorithm"] == "a"] == [r for r in before if r["algorithm"] == "a"]  # skipped
+    b = [r for r in rows if r["algorithm"] == "b"]
+    assert all(x["time_s"] < y["time_s"] for x, y in zip(b, b[1:]))
+    assert b[-1]["updates"] == 6
+    assert set(read_jsonl(out / "clients.jsonl")[-1]) >= {"algorithm", "client", "steps"}
+    summary = (out / "summary.json").read_text()
+    assert '"a"' in summary and '"b"' in summary
