@@ -31,7 +31,7 @@ from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.accounting import ClientClock, client_totals
-from edgesync.runtime.step_time import measure_step_s
+from edgesync.runtime.step_time import measure_step_s, warm_up
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device, trainer_seed
 from edgesync.trainer import NoHook, Trainer
 from edgesync.transport.handshake import HandshakeFailed
@@ -162,6 +162,7 @@ class EdgeClient:
         self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
+        self._warm: set[tuple] = set()  # (model, batch size, device) run once on a GPU already
         # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
         # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
         self.instance = uuid.uuid4().hex
@@ -289,6 +290,9 @@ class EdgeClient:
                                 self.data_root)
         self.device = session.trainer.device
         self._model_key = (msg.meta["model"], session.trainer.batch_size, str(self.device))
+        if self.device.type == "cuda" and self._model_key not in self._warm:
+            warm_up(session.trainer)  # before READY: the start-up is not the algorithm's compute time
+            self._warm.add(self._model_key)
         session.algorithm.ctx = self.ctx
         session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat)  # heartbeats between steps
         self.session = session

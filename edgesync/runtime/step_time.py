@@ -37,6 +37,19 @@ def measure_step_s(trainer: Trainer) -> float:
     return statistics.median(times)
 
 
+def warm_up(trainer: Trainer) -> None:
+    """A few untimed steps, the trainer's counters kept: a GPU's first steps pay for CUDA's and cuDNN's
+    start-up (≈ 0.6 s on an H100), which would otherwise count as the first algorithm's compute time."""
+    saved_stats, saved_hook = trainer.stats.__dict__.copy(), trainer.hook
+    trainer.hook = NoHook()
+    try:
+        for _ in range(CALIBRATION_WARMUP_STEPS):
+            trainer.gradient()
+    finally:
+        trainer.stats.__dict__.update(saved_stats)
+        trainer.hook = saved_hook
+
+
 def cache_file() -> Path:
     root = os.environ.get("EDGESYNC_CACHE") or Path.home() / ".cache" / "edgesync"
     return Path(root) / "step_times.json"

@@ -231,3 +231,13 @@ def test_clients_jsonl_takes_the_gpu_from_stats_not_hello(loopback):
     rows = {r["client"]: r for r in read_jsonl(run.run_dir / "clients.jsonl")}
     assert (rows[0]["device"], rows[0]["gpu"]) == ("cuda:0", "Fake GPU")
     assert (rows[1]["device"], rows[1]["gpu"]) == ("cpu", None)
+
+
+def test_a_warm_up_keeps_the_trainers_counters_and_hook():
+    """A GPU client warms up before READY (runtime/client.py); what it ran is not the algorithm's."""
+    from edgesync.runtime.step_time import warm_up
+    trainer = small_trainer(torch.device("cpu"))
+    trainer.gradient()
+    before, hook = dict(trainer.stats.__dict__), trainer.hook
+    warm_up(trainer)
+    assert trainer.stats.__dict__ == before and trainer.hook is hook
