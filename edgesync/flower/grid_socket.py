@@ -63,6 +63,7 @@ class GridSocket:
         self.queued: dict[bytes, deque[Message]] = defaultdict(deque)
         self.ranks: dict[bytes, int] = {}
         self.stats: dict[bytes, dict[str, Any]] = {}
+        self.unreachable: set[bytes] = set()  # (the CoordinatorSocket API) Flower keeps nodes' liveness
         self.joining = True  # greet nodes as they connect, until the first SETUP
         self.greeted: set[int] = set()
         self._next_pull = self._next_node_poll = 0.0

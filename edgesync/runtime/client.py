@@ -162,6 +162,7 @@ class EdgeClient:
         self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
+        self._hello_delay = RECONNECT_FIRST_S  # backoff of a HELLO refused for now
         self._warm: set[tuple] = set()  # (model, batch size, device) run once on a GPU already
         # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
         # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
@@ -253,6 +254,7 @@ class EdgeClient:
             return True
         if msg.type == T.WELCOME:
             self.rank = msg.meta["rank"]
+            self._hello_delay = RECONNECT_FIRST_S
             self.timeout_s = float(msg.meta.get("timeout_s", CLIENT_IDLE_TIMEOUT_S))
             uplink = Link(**msg.meta.get("uplink") or {})
             sock.set_link(uplink, int(msg.meta.get("link_seed", 0)))
@@ -274,7 +276,10 @@ class EdgeClient:
             sock.send(protocol.stats(self._stats()))
             self.session = None
         elif msg.type == T.SHUTDOWN:
-            log.info("coordinator says the run is over")
+            reason = msg.meta.get("reason") or "the run is over"
+            if msg.meta.get("aborted"):
+                raise ClientFailed(f"the coordinator ended the run: {reason}")
+            log.info("coordinator says: %s", reason)
             return False
         elif msg.type == T.ERROR:
             if msg.meta.get("fatal"):
@@ -282,8 +287,19 @@ class EdgeClient:
             if msg.meta.get("hello") and self.rank is not None:  # a restarted coordinator: it never knew this socket
                 self._reconnect("the coordinator does not know this connection")
                 return True
+            if self.rank is None:  # its HELLO was refused for now (its rank still held, between algorithms)
+                self._hello_again(sock, msg.meta.get("reason"))
+                return True
             log.error("coordinator: %s", msg.meta.get("reason"))
         return True
+
+    def _hello_again(self, sock: ClientSocket, reason: str | None) -> None:
+        """Ask to join again after a refusal that is not final, with exponential backoff: a restarted
+        client is admitted as soon as the coordinator knows its earlier process is gone."""
+        log.warning("coordinator: %s; asking again in %.1f s", reason, self._hello_delay)
+        time.sleep(self._hello_delay)
+        self._hello_delay = min(2 * self._hello_delay, RECONNECT_MAX_S)
+        sock.send(self._hello())
 
     def _setup(self, msg: Message) -> None:
         session = build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank, self.device_override,

@@ -78,6 +78,7 @@ class Coordinator:
         self.update_check: UpdateCheck | None = None
         self.joining: dict[int, str] = {}  # rank → what a client coming back mid-algorithm owes: READY, CALIBRATED
         self.refused: dict[int, int] = {}  # per client: messages refused while training this algorithm
+        self.seen: dict[int, dict[str, int]] = {}  # per client: steps and samples of the updates it sent
         self.nonfinite = 0  # updates refused for NaN/Inf values, this algorithm
         self._bytes0: tuple[dict, dict] = ({}, {})  # socket counters when this algorithm started
         self.traffic_before_resume = (0, 0)  # bytes up/down before a resume
@@ -130,8 +131,8 @@ class Coordinator:
                 self.members.join_all(self.progress)
             for entry in todo:
                 self._run_algorithm(entry)
-        except BaseException:
-            self.members.shutdown()
+        except BaseException as exc:
+            self.members.shutdown(f"the run was aborted: {exc}" if str(exc) else "the run was aborted", aborted=True)
             raise
         else:
             if self.shutdown_clients:
@@ -151,7 +152,7 @@ class Coordinator:
         server = algorithms.get(config.name).server(config, self.workload.initial, self.members.alive())
         self.update_check = UpdateCheck.for_server(server, self.workload.initial)
         account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
-        self.refused, self.nonfinite = {}, 0
+        self.refused, self.nonfinite, self.seen = {}, 0, {}
         server.now = lambda: time.perf_counter() - self._started
         self._bytes0 = (dict(self.sock.bytes_in), dict(self.sock.bytes_out))
         self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
@@ -192,7 +193,7 @@ class Coordinator:
         # marked diverged also when only the updates were non-finite (refused, the model kept)
         row = account.log_eval(counters, acc, loss, diverged=account.diverged)
         self.after_algorithm(config, end, final)
-        self.phases.end_all(account, self._bytes0, self.refused)
+        self.phases.end_all(account, self._bytes0, self.refused, self.seen)
         if self.checkpoints:
             self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, row)
@@ -237,6 +238,9 @@ class Coordinator:
                     return self._fresh_start(server, rank, exc.nonfinite)
                 sends = server.on_update(rank, Update(tensors=msg.tensors, meta=msg.meta))
                 self.account.samples += int(msg.meta.get("samples", 0))
+                seen = self.seen.setdefault(rank, {"steps": 0, "samples": 0})
+                seen["steps"] += int(msg.meta.get("steps", 0))
+                seen["samples"] += int(msg.meta.get("samples", 0))
                 self.account.log_updates(server.drain_update_log(), time.perf_counter() - self._started)
                 return sends
             if msg.type == T.QUERY:
@@ -315,21 +319,26 @@ class Coordinator:
         algorithm in progress and joins it when READY."""
         members = self.members
         asked = msg.meta.get("rank")
-        lost = sorted(members.liveness.lost)
-        if asked is None:
+        if asked is None:  # a restarted client that did not say its rank: a lost one, of its host if any
+            host = (msg.meta.get("info") or {}).get("host") if isinstance(msg.meta.get("info"), dict) else None
+            lost = sorted(members.liveness.lost, key=lambda r: (self.peers[r].info.get("host") != host, r))
             if not lost:
-                members.reject(identity, "the run is in progress and every rank is taken", fatal=True)
+                members.reject(identity, "the run is in progress and every rank is held by a live client; "
+                                         "asking again until one is lost")
                 return []
             asked = lost[0]
         if not isinstance(asked, int) or asked not in self.peers:
             members.reject(identity, f"rank {asked!r} is not one of this run's (0..{members.size - 1})", fatal=True)
             return []
         if asked not in members.liveness.lost:
-            if not self.peers[asked].same_process(msg):  # its old socket may not be known dead yet: it retries
-                members.reject(identity, f"rank {asked} is held by a live client; if that was you, try again after "
-                                         f"faults.client_timeout_s ({members.liveness.timeout_s:g} s)")
+            if self.peers[asked].same_process(msg):
+                members.lose(asked, "it said HELLO again on a new socket")  # the old socket is gone
+            elif why := members.gone(asked):  # a restarted client: its earlier process is provably gone
+                members.lose(asked, f"a new process asks for its rank and the earlier one is gone ({why})")
+            else:  # the old process may still be alive: the client asks again with backoff
+                members.reject(identity, f"rank {asked} is held by a live client; asking again until it is gone "
+                                         f"(at most faults.client_timeout_s = {members.liveness.timeout_s:g} s)")
                 return []
-            members.lose(asked, "it said HELLO again on a new socket")  # the old socket is gone
         members.forget(asked)
         self.phases.set_up_for.pop(asked, None)  # a new process or socket: nothing is set up on it
         self.joining.pop(asked, None)  # a SETUP sent to its old socket is lost with it: sent again below

@@ -114,6 +114,8 @@ class Membership:
                 self.admit(identity, msg)
             elif identity not in self.ranks:
                 self.say_hello_first(identity, msg, "")
+            elif msg.type == T.ERROR and msg.meta.get("fatal"):  # e.g. it cannot use its device: say so now
+                raise RunAborted(f"client {self.ranks[identity]} cannot take part: {msg.meta.get('reason')}")
             elif msg.type != T.HEARTBEAT:
                 self.reject(identity, f"{msg.type} while clients join")
         progress.status(f"{want} clients joined")
@@ -128,6 +130,9 @@ class Membership:
             # It gave up waiting for WELCOME on its earlier socket, which has since been answered: the
             # rank moves to the new socket rather than being refused as taken.
             log.info("client %d said HELLO again on a new socket: it replaces its earlier one", asked)
+            self.forget(asked)
+        elif holder is not None and (why := self.gone(asked)):
+            log.info("client %d restarted (its earlier process is gone: %s): the new one takes its rank", asked, why)
             self.forget(asked)
         free = [r for r in range(want) if r not in self.peers]
         if asked is not None and (not isinstance(asked, int) or asked not in free):
@@ -163,6 +168,17 @@ class Membership:
         is then judged on its HELLO)."""
         self.reject(identity, f"{msg.type} from a connection that has not said HELLO{when}: say HELLO", hello=True)
 
+    def gone(self, rank: int) -> str | None:
+        """Why `rank`'s peer is provably gone — a send found its connection closed, or it missed two
+        heartbeats — else None. A client restarted with its rank takes the rank over at once then."""
+        identity = self.peers[rank].identity
+        if identity in self.sock.unreachable:
+            return "its connection is closed"
+        silent = time.monotonic() - self.liveness.last_seen.get(rank, time.monotonic())
+        if self.heartbeats and silent > 2 * HEARTBEAT_INTERVAL_S:
+            return f"silent for {silent:.1f} s"
+        return None
+
     def forget(self, rank: int) -> None:
         """Drop `rank`'s socket: a new one (of the same or a new process) is about to take the rank."""
         self.ranks.pop(self.peers.pop(rank).identity, None)
@@ -184,6 +200,9 @@ class Membership:
             identity = self.peers[rank].identity
             if now - last_send.get(identity, 0.0) >= HEARTBEAT_INTERVAL_S:
                 self.sock.send(identity, protocol.heartbeat())
+        for rank in self.alive():
+            if self.peers[rank].identity in self.sock.unreachable:  # it closed its connection: no need to wait
+                self.lose(rank, "its connection is closed (the process ended or its machine went away)")
         for rank, silent in self.liveness.silent(self.peers):
             self.lose(rank, f"silent for {silent:.1f} s (faults.client_timeout_s = {self.liveness.timeout_s:g})")
         self._check_quorum(now)
@@ -209,6 +228,7 @@ class Membership:
         log.warning("client %d lost: %s", rank, why)
         self.on_lost(rank)
 
-    def shutdown(self) -> None:
+    def shutdown(self, reason: str = "the run is over", aborted: bool = False) -> None:
         for peer in self.peers.values():
-            self.sock.send(peer.identity, protocol.shutdown())
+            if peer.identity not in self.sock.unreachable:
+                self.sock.send(peer.identity, protocol.shutdown(reason, aborted))

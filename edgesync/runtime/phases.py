@@ -61,9 +61,11 @@ class Phases:
             if rank in replies:
                 peer.info["reference_step_s"] = replies[rank].get("reference_s")
 
-    def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict],
-                refused: dict[int, int]) -> None:
-        """END to every live client; a clients.jsonl row for every client, from its STATS and the socket's bytes."""
+    def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict], refused: dict[int, int],
+                seen: dict[int, dict[str, int]]) -> None:
+        """END to every live client; a clients.jsonl row for every client, from its STATS and the socket's
+        bytes. A client that sent no STATS (lost, or silent at the end) keeps the steps and samples of the
+        updates the coordinator received from it (`seen`)."""
         members, sock = self.members, self.members.sock
         for rank in members.alive():
             members.send(rank, protocol.end())
@@ -76,7 +78,7 @@ class Phases:
                 error = f"lost: {liveness.lost[rank]}"
             elif rank not in stats:
                 error = "no statistics: the client did not answer END"
-            account.log_client(rank, peer.profile.label, stats.get(rank, {}),
+            account.log_client(rank, peer.profile.label, stats.get(rank) or seen.get(rank, {}),
                                bytes_up=sock.bytes_in.get(peer.identity, 0) - in0.get(peer.identity, 0),
                                bytes_down=sock.bytes_out.get(peer.identity, 0) - out0.get(peer.identity, 0),
                                host=peer.info.get("host"), device=peer.info.get("device"), gpu=peer.info.get("gpu"),

@@ -280,8 +280,9 @@ def stats(meta: dict) -> Message:
     return Message(T.STATS, meta)
 
 
-def shutdown() -> Message:
-    return Message(T.SHUTDOWN)
+def shutdown(reason: str = "the run is over", aborted: bool = False) -> Message:
+    """The run is over (`aborted`: it failed, `reason` says why): exit."""
+    return Message(T.SHUTDOWN, {"reason": reason, "aborted": aborted})
 
 
 def error(reason: str, fatal: bool = False, hello: bool = False) -> Message:

@@ -136,6 +136,7 @@ class CoordinatorSocket:
         self.bytes_in: dict[bytes, int] = defaultdict(int)
         self.bytes_out: dict[bytes, int] = defaultdict(int)
         self.last_send: dict[bytes, float] = {}
+        self.unreachable: set[bytes] = set()  # peers a send found disconnected: provably gone
         self.pacer = Pacer()
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
 
@@ -158,7 +159,9 @@ class CoordinatorSocket:
         try:
             size = _send(self.sock, [peer, *frames]) - len(peer)
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the peer disconnected
-            log.warning("cannot send %s to %r: %s", message.type, peer, exc)
+            if peer not in self.unreachable:  # once per peer: the coordinator counts it lost at once
+                log.warning("cannot send %s to %r: %s", message.type, peer, exc)
+            self.unreachable.add(peer)
             return 0
         self.bytes_out[peer] += size
         return size
@@ -168,7 +171,9 @@ class CoordinatorSocket:
             try:
                 _send(self.sock, [peer, *frames])
             except zmq.ZMQError as exc:
-                log.warning("cannot deliver a paced message to %r: %s", peer, exc)
+                if peer not in self.unreachable:
+                    log.warning("cannot deliver a paced message to %r: %s", peer, exc)
+                self.unreachable.add(peer)
 
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The next message, a ProtocolError for a bad one (with its sender), or None on timeout."""

@@ -153,7 +153,7 @@ def test_a_killed_client_is_replaced_by_a_new_process_under_the_same_rank(lab_fo
     lab.start_client(1)
     lab.wait_for(lambda: len(metrics(lab)) >= 3, 120, "training to start")
     lab.clients[1].kill()
-    lab.wait_for(lambda: "client 1 lost: silent for" in lab.log(), 30, "the killed client to be lost")
+    lab.wait_for(lambda: "client 1 lost: its connection is closed" in lab.log(), 10, "the killed client to be lost")
     lost_at = metrics(lab)[-1]["updates"]
     lab.wait_for(lambda: metrics(lab)[-1]["updates"] >= lost_at + 20, 30, "ASGD to go on with client 0")
     lab.start_client(1)
@@ -165,6 +165,37 @@ def test_a_killed_client_is_replaced_by_a_new_process_under_the_same_rank(lab_fo
     rows = {r["client"]: r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
     assert rows[1]["lost"] == 1 and rows[1]["rejoined"] == 1 and rows[1]["steps"] > 10
     assert lab.clients[1].wait(30) == 0 and lab.clients[0].wait(30) == 0, lab.output()
+
+
+def test_a_client_killed_mid_ssgd_and_started_again_as_the_readme_says_is_back_at_once(lab_for):
+    """The lab accident of issue 17: a client killed mid-SSGD is restarted with the README's command (no
+    --rank). The coordinator knows at once that the old process is gone (its connection closed), so SSGD
+    goes on without it, and the new process takes the lost rank of its host and trains again within
+    seconds; it exits by itself at the end. Its lost run's work stays in no row but its new one."""
+    lab = lab_for(scenario({"name": "ssgd", "lr": 0.1}, ["x1", "x1", "x1"], updates=250, budget_s=90))
+    lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
+    for rank in range(3):
+        lab.start_client(rank)
+    lab.wait_for(lambda: len(metrics(lab)) >= 3 and metrics(lab)[-1]["updates"] >= 5, 120, "training to start")
+    lab.clients[1].kill()
+    killed = time.monotonic()
+    lab.wait_for(lambda: "client 1 lost: its connection is closed" in lab.log(), 10, "the killed client to be lost")
+    stalled = time.monotonic() - killed
+    at_loss = metrics(lab)[-1]["updates"]
+    restarted = time.monotonic()
+    plain = lab._spawn([sys.executable, "-m", "edgesync.cli", "client", "--connect", lab.address],
+                       lab.tmp / "client-1-again.out")
+    lab.wait_for(lambda: "client 1 is back" in lab.log(), 30, "the restarted client to rejoin")
+    back = time.monotonic() - restarted
+    lab.wait_for(lambda: metrics(lab)[-1]["updates"] >= at_loss + 5, 30, "SSGD to go on")
+    lab.finish()
+    assert plain.wait(30) == 0, lab.output()  # it exits by itself when the run ends
+    assert all(lab.clients[r].wait(30) == 0 for r in (0, 2)), lab.output()
+    print(f"lost {stalled:.1f} s after the kill; back {back:.1f} s after the restart (process start included)")
+    assert stalled < 5, f"SSGD waited {stalled:.1f} s for a client whose connection had closed"
+    assert back < 10, f"the restarted client took {back:.1f} s to be back"
+    rows = {r["client"]: r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
+    assert rows[1]["lost"] == 1 and rows[1]["rejoined"] == 1 and rows[1]["steps"] > 0
 
 
 def checkpointed_ssgd_then_killed(lab: Lab) -> checkpoint.Checkpoint:
