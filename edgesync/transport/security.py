@@ -1,7 +1,8 @@
 """CURVE encryption and authentication for the coordinator's and clients' sockets (ZeroMQ's own).
 
 Every party has a key pair made by `edgesync keys` (`zmq.auth.create_certificates`): NAME.key holds
-the public key, NAME.key_secret the public and the secret key. The coordinator's ROUTER is a CURVE
+the public key, NAME.key_secret the public and the secret key; `set_up_keys` also copies each
+client's NAME.key into DIR/allow, the coordinator's allow-list folder. The coordinator's ROUTER is a CURVE
 server with its secret key; a ZAP handler (`zmq.auth.thread.ThreadAuthenticator`, on the
 coordinator's own zmq.Context) admits only clients whose public key is a .key file in the allow-list
 folder, and logs every refusal with the client's address and key. A client's DEALER needs its own
