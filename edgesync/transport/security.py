@@ -1,7 +1,8 @@
 """CURVE encryption and authentication for the coordinator's and clients' sockets (ZeroMQ's own).
 
 Every party has a key pair made by `edgesync keys` (`zmq.auth.create_certificates`): NAME.key holds
-the public key, NAME.key_secret the public and the secret key. The coordinator's ROUTER is a CURVE
+the public key, NAME.key_secret the public and the secret key; `set_up_keys` also copies each
+client's NAME.key into DIR/allow, the coordinator's allow-list folder. The coordinator's ROUTER is a CURVE
 server with its secret key; a ZAP handler (`zmq.auth.thread.ThreadAuthenticator`, on the
 coordinator's own zmq.Context) admits only clients whose public key is a .key file in the allow-list
 folder, and logs every refusal with the client's address and key. A client's DEALER needs its own
@@ -48,6 +49,63 @@ def create_keys(directory: Path, name: str) -> tuple[Path, Path]:
     made_public, made_secret = zmq.auth.create_certificates(str(directory), name)
     os.chmod(made_secret, 0o600)  # the secret stays readable by its owner only
     return Path(made_public), Path(made_secret)
+
+
+ALLOW_FOLDER = "allow"  # `edgesync keys DIR` keeps the clients' public keys in DIR/allow (for --allow)
+COORDINATOR_NAME = "coordinator"  # the default name of the coordinator's key pair
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """One name's key files after `set_up_keys`: made now or found in the folder."""
+
+    name: str
+    public: Path
+    secret: Path | None  # None when only the public key is in the folder (the secret went to its machine)
+    made: bool  # made by this call (False: found and kept as it was)
+    allowed: Path | None  # a client's copy in the allow-list folder; None for the coordinator
+
+
+def set_up_keys(directory: Path, names: list[str], coordinator: str = COORDINATOR_NAME) -> list[KeyPair]:
+    """Key pairs for `names` in `directory`, and the coordinator's allow-list folder `directory/allow`.
+
+    The pair named `coordinator` is the coordinator's; every other name is a client, whose public
+    NAME.key is copied into `directory/allow` (the folder `edgesync coordinator --allow` reads). A
+    name whose NAME.key exists keeps its pair as it is (only its missing allow-list copy is added),
+    so a later call with new names adds clients to the same folder. Nothing is ever overwritten:
+    every conflict is found before anything is written, and raised as a KeyFileError.
+    """
+    directory = Path(directory)
+    allow = directory / ALLOW_FOLDER
+    if len(set(names)) != len(names):
+        raise KeyFileError(f"--name given twice: {', '.join(names)}")
+    plan = []
+    for name in names:
+        if not _NAME.match(name):
+            raise KeyFileError(f"key name {name!r}: use letters, digits, '.', '_' and '-' (e.g. client-0)")
+        public, secret = directory / f"{name}{PUBLIC_SUFFIX}", directory / f"{name}{SECRET_SUFFIX}"
+        exists = public.exists()
+        if not exists and secret.exists():
+            raise KeyFileError(f"{secret} exists without its public {public.name}: remove it first or choose "
+                               "another name (a new key pair must be copied everywhere the old one went)")
+        copy = None if name == coordinator else allow / public.name
+        if copy is not None and copy.exists():
+            if not exists:
+                raise KeyFileError(f"{copy} exists but {public} does not: a client of that name is already "
+                                   "admitted; choose another name, or remove the old key from the allow-list")
+            if load_public(copy) != load_public(public):
+                raise KeyFileError(f"{copy} holds another key than {public}: left as it is; remove the "
+                                   "one that is wrong, then run this again")
+        plan.append((name, public, secret, exists, copy))
+    pairs = []
+    for name, public, secret, exists, copy in plan:
+        if not exists:
+            public, secret = create_keys(directory, name)
+        if copy is not None and not copy.exists():
+            allow.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(public.read_bytes())
+        pairs.append(KeyPair(name, public, secret if secret.exists() else None, not exists, copy))
+    return pairs
 
 
 def _load(path: Path) -> tuple[bytes, bytes | None]:

@@ -91,3 +91,49 @@ def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, 
     assert read_jsonl(tmp_path / "run" / "metrics.jsonl")[-1]["updates"] == 6
     assert caplog.text.count("admitted (public key") == 2  # both client processes came in over CURVE
     assert made and not made[0].exists()  # the throw-away keys are gone
+
+
+def test_keys_made_by_the_cli_run_a_lab_and_a_client_added_later_joins(loopback, tmp_path):
+    """The docs' set-up, as written: `edgesync keys` for the coordinator and client-0, the coordinator on
+    DIR/allow, then `edgesync keys DIR --name client-1` while it runs: client-1 is admitted at once."""
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+
+    folder = tmp_path / "keys"
+    made = CliRunner().invoke(app, ["keys", str(folder), "--name", "coordinator", "--name", "client-0"])
+    assert made.exit_code == 0, made.output
+    run = curve_run(loopback, ServerKeys.from_files(folder / "coordinator.key_secret", folder / "allow"))
+    run.start(clients=0)
+    added = CliRunner().invoke(app, ["keys", str(folder), "--name", "client-1"])
+    assert added.exit_code == 0, added.output
+    for rank in (0, 1):
+        run.add_client(rank=rank, keys=ClientKeys.from_files(folder / f"client-{rank}.key_secret",
+                                                             folder / "coordinator.key"))
+    run.join()
+    assert run.error is None, run.error
+    assert not run.client_errors
+    assert read_jsonl(run.run_dir / "metrics.jsonl")[-1]["updates"] == 8
+
+
+def test_a_client_without_keys_is_told_that_the_coordinator_requires_curve(loopback, keys):
+    """`edgesync client` without keys against a CURVE coordinator: one clear line, exit 1, fast."""
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+
+    server, clients, _ = keys
+    run = curve_run(loopback, server)
+    run.start(clients=0)
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["client", "--connect", run.coordinator.address], terminal_width=400)
+    assert time.monotonic() - started < REFUSAL_WITHIN_S
+    assert result.exit_code == 1, result.output
+    assert (f"the coordinator at {run.coordinator.address} requires CURVE: start this client with --curve-secret "
+            "(its NAME.key_secret) and --server-key (the coordinator's NAME.key)") in result.output
+    assert "Traceback" not in result.output
+    assert not run.coordinator.peers
+    for rank in (0, 1):  # the run goes on with the clients that have keys
+        run.add_client(rank=rank, keys=clients[rank])
+    run.join()
+    assert run.error is None, run.error
