@@ -84,7 +84,10 @@ def _client_keys(curve_secret: Path | None, server_key: Path | None):
 def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file (not with --resume)"),
         resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
                                               "checkpoint (a live run that was killed)"),
-        out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/NAME-TIME)"),
+        out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/NAME-TIME); "
+                                               "one that holds a run is refused without --overwrite"),
+        overwrite: bool = typer.Option(False, "--overwrite", help="--out holds an earlier run: move it aside "
+                                       "(to NAME.old-TIME, nothing deleted) and start afresh"),
         set_: Optional[List[str]] = typer.Option(None, "--set", help="override a scenario value: KEY.PATH=VALUE"),
         runtime: str = typer.Option("", "--runtime", help="live or sim (default: the scenario's runtime)"),
         curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
@@ -98,19 +101,25 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
-    if resume is not None and (overrides or out_dir):
-        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set, --runtime or --out[/red]",
-                  highlight=False)
+    if resume is not None and (overrides or out_dir or overwrite):
+        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set, --runtime, --out or "
+                  "--overwrite[/red]", highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
-    from edgesync.runtime.runs import log_to, run_folder, run_scenario
-    run_dir = resume or run_folder(sc, out_dir)
+    from edgesync.runtime.runs import RunFolderExists, claim_run_folder, log_to, run_folder, run_scenario
+    try:
+        run_dir = resume or run_folder(sc, out_dir)
+        if moved := claim_run_folder(run_dir, resume is not None, overwrite):
+            err.print(f"--overwrite: the earlier run in {run_dir} was moved to {moved}", highlight=False)
+    except RunFolderExists as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
     log_to(run_dir, verbose)
     err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
     _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
-                                                  curve=curve))
+                                                  curve=curve, overwrite=overwrite))
 
 
 def _run_and_report(run_dir: Path, start) -> None:
@@ -171,7 +180,11 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                 resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
                                                       "checkpoint (the coordinator was killed); clients reconnect"),
                 bind: str = typer.Option("tcp://0.0.0.0:5555", help="ZeroMQ endpoint to bind"),
-                out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder"),
+                out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/"
+                                                       "NAME-TIME); one that holds a run is refused without "
+                                                       "--overwrite"),
+                overwrite: bool = typer.Option(False, "--overwrite", help="--out holds an earlier run: move it "
+                                               "aside (to NAME.old-TIME, nothing deleted) and start afresh"),
                 set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE"),
                 curve_secret: Optional[Path] = typer.Option(None, "--curve-secret",
                                                             help="CURVE: this coordinator's NAME.key_secret"),
@@ -182,15 +195,22 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
     if (scenario is None) == (resume is None):
         err.print("[red]give --scenario FILE, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
-    if resume is not None and (set_ or out_dir):
-        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set or --out[/red]", highlight=False)
+    if resume is not None and (set_ or out_dir or overwrite):
+        err.print("[red]--resume replays the run folder's own scenario.yaml: no --set, --out or --overwrite[/red]",
+                  highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
     from edgesync.runtime.coordinator import Coordinator
-    from edgesync.runtime.runs import log_to, run_experiment, run_folder
+    from edgesync.runtime.runs import RunFolderExists, claim_run_folder, log_to, run_experiment, run_folder
     from edgesync.transport.sockets import CoordinatorSocket
-    run_dir = resume or run_folder(sc, out_dir)
+    try:
+        run_dir = resume or run_folder(sc, out_dir)
+        if moved := claim_run_folder(run_dir, resume is not None, overwrite):
+            err.print(f"--overwrite: the earlier run in {run_dir} was moved to {moved}", highlight=False)
+    except RunFolderExists as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
     log_to(run_dir, verbose=True)
     hint = (f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}" if keys else "")
 
@@ -222,7 +242,8 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
 
     def start() -> dict:
         try:
-            return run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None)
+            return run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None,
+                                  overwrite=overwrite)
         finally:
             for sock in sockets:
                 sock.close()

@@ -185,7 +185,9 @@ class FaultsSpec(Strict):
 
 class CheckpointSpec(Strict):
     every_updates: int = Field(200, ge=0, description="live runs: write RUN_DIR/checkpoint.pt every this many "
-                               "global updates and at each algorithm's end; 0 = never (no --resume)")
+                               "global updates (besides each algorithm's start and end); 0 = not by updates")
+    every_s: float = Field(30.0, ge=0, description="live runs: also write it every this many seconds of the "
+                           "algorithm's clock; 0 = not by time (both 0: no checkpoint, no --resume)")
 
 
 class SimSpec(Strict):

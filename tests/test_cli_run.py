@@ -205,3 +205,55 @@ def test_a_sweep_runs_live_with_new_client_processes_per_variant(tmp_path):
     assert sorted((r["algorithm"], r["client"]) for r in rows) == [
         ("asgd@clients=2", 0), ("asgd@clients=2", 1),
         ("asgd@clients=3", 0), ("asgd@clients=3", 1), ("asgd@clients=3", 2)]
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (relative path → SHA-256 of its bytes) and every folder (→ "dir")."""
+    import hashlib
+    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))}
+
+
+def _earlier_run(folder: Path) -> dict[str, str]:
+    """A run folder as a killed run leaves it; returns its `_tree`."""
+    (folder / "logs").mkdir(parents=True)
+    (folder / "scenario.yaml").write_text("name: earlier\n")
+    (folder / "metrics.jsonl").write_text('{"algorithm": "ssgd", "time_s": 1.0, "updates": 3}\n')
+    (folder / "checkpoint.pt").write_bytes(b"\x80\x04not really a checkpoint")
+    (folder / "logs" / "coordinator.log").write_text("earlier run\n")
+    return _tree(folder)
+
+
+def test_out_on_an_existing_run_folder_is_refused_and_every_file_is_left_as_it_was(tmp_path):
+    """`edgesync run --out` and `edgesync coordinator --out` on a folder that holds a run: one line naming
+    the folder, --resume and --overwrite, exit 2, and every file byte for byte (and no file more)."""
+    out = tmp_path / "run"
+    before = _earlier_run(out)
+    for cmd in (["run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK],
+                ["coordinator", "--scenario", "scenarios/quickstart.yaml", "--out", str(out),
+                 "--bind", "tcp://127.0.0.1:0", "-q"]):
+        result = edgesync(*cmd, timeout=60)
+        assert result.returncode == 2, (cmd, result.stderr[-3000:])
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert str(out) in lines[0] and "--resume" in lines[0] and "--overwrite" in lines[0], lines[0]
+        assert _tree(out) == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing moved aside or made beside it
+    both = edgesync("run", "--resume", str(out), "--overwrite", timeout=60)
+    assert both.returncode == 2 and _tree(out) == before
+
+
+@pytest.mark.slow
+def test_overwrite_moves_the_earlier_run_folder_aside_and_starts_afresh(tmp_path):
+    out = tmp_path / "run"
+    before = _earlier_run(out)
+    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "--overwrite", "-q", "--runtime", "sim",
+                      "--set", "clients=[x1, x2]", "--set", "algorithms=[{name: asgd, lr: 0.05}]",
+                      "--set", "sim.base_step_s=0.01", *QUICK)
+    assert result.returncode == 0, result.stderr[-3000:]
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("run.old-")]
+    assert len(aside) == 1 and _tree(aside[0]) == before  # moved, every file intact
+    assert str(aside[0]) in result.stderr  # and it said where
+    assert (out / "summary.json").exists() and not (out / "checkpoint.pt").exists()  # a fresh sim run
+    assert yaml.safe_load((out / "scenario.yaml").read_text())["name"] == "quickstart"
+    assert all(r["algorithm"] == "asgd" for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()))

@@ -9,6 +9,8 @@ reads the run config ([tool.flwr.app.config] in pyproject.toml, overridden by `f
                     directory flower-superlink was started in
     esync-budget    "steps" or "time": how ESync's per-node budget is sent (`esync_budget`'s `budget`)
     resume          true: go on with the run folder `out` from its checkpoint (a killed ServerApp)
+    overwrite       true: `out` holds an earlier run: move it aside (to NAME.old-TIME, nothing
+                    deleted) and start afresh; without it (or `resume`) such a folder is refused
     federated-eval  true: after each algorithm every node evaluates the final model on its own
                     training split (ClientApp `@app.evaluate()`); rows go to flower_eval.jsonl
 
@@ -37,7 +39,7 @@ from edgesync.metrics.recorder import RunRecorder, dumps_line
 from edgesync.runtime.coordinator import Coordinator
 from edgesync.runtime.evaluator import Snapshot
 from edgesync.runtime.progress import Progress
-from edgesync.runtime.runs import log_to, run_experiment, run_folder
+from edgesync.runtime.runs import claim_run_folder, log_to, run_experiment, run_folder
 from edgesync.scenario import Scenario, load_scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T
@@ -46,7 +48,8 @@ log = logging.getLogger("edgesync.flower.server")
 
 FEDERATED_EVAL_FILE = "flower_eval.jsonl"
 DEFAULT_RUN_CONFIG: dict[str, Any] = {"scenario": "scenarios/flower_fedavg.yaml", "set": "", "out": "",
-                                      "esync-budget": "steps", "federated-eval": False, "resume": False}
+                                      "esync-budget": "steps", "federated-eval": False, "resume": False,
+                                      "overwrite": False}
 
 
 class FlowerCoordinator(Coordinator):
@@ -97,7 +100,11 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     cfg = run_config(context)
     scenario = flower_scenario(load_run_scenario(cfg, app_dir), str(cfg["esync-budget"]))
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
+    resume, overwrite = bool(cfg["resume"]), bool(cfg["overwrite"])
+    moved = claim_run_folder(run_dir, resume, overwrite, options=("resume=true", "overwrite=true"))
     log_to(run_dir)
+    if moved:
+        log.warning("overwrite=true: the earlier run in %s was moved to %s", run_dir, moved)
     if scenario.runtime != "live":
         log.warning("runtime: %s does not apply: this is the Flower runtime (wall-clock time)", scenario.runtime)
     log.info("%s on Flower run %s: %d clients, algorithms %s → %s", scenario.name, context.run_id,
@@ -112,7 +119,7 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
         finally:
             coordinator.close()
 
-    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=bool(cfg.get("resume")))
+    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=resume, overwrite=overwrite)
     for label, s in summary.items():
         log.info("%s: final accuracy %s, %s updates, %.0f samples/s", label, s.get("final_acc"), s.get("updates"),
                  s.get("samples_per_s") or 0)

@@ -104,11 +104,16 @@ class Checkpointer:
 
     Every coordinator of a run (one per sweep variant) opens the run folder's checkpoint, so `done`
     accumulates across variants. `fresh=True` (a new run) ignores and replaces whatever file is there.
+    A checkpoint is due every `every_updates` global updates and every `every_s` seconds of the
+    algorithm's clock, whichever comes first (0 turns either off; both 0: no checkpoint is written at
+    all); the coordinator also saves each algorithm at its start and at its end.
     """
 
-    def __init__(self, run_dir: Path, resolved: dict, every_updates: int, fresh: bool = False):
+    def __init__(self, run_dir: Path, resolved: dict, every_updates: int, fresh: bool = False,
+                 every_s: float = 0.0):
         self.run_dir = Path(run_dir)
         self.every = every_updates
+        self.every_s = float(every_s)
         digest = scenario_digest(resolved)
         if fresh:
             remove(self.run_dir)  # a stale file from an earlier run into this folder must not be resumed
@@ -118,14 +123,21 @@ class Checkpointer:
                                   f"{self.run_dir / 'scenario.yaml'}: cannot resume from it")
         self.state = found or Checkpoint(scenario=digest)
         self._next = self.every
+        self._last_s = 0.0  # the algorithm's clock at its last checkpoint
 
     @classmethod
-    def open(cls, run_dir: Path, resolved: dict, every_updates: int, resume: bool) -> Checkpointer:
+    def open(cls, run_dir: Path, resolved: dict, every_updates: int, resume: bool,
+             every_s: float = 0.0) -> Checkpointer:
         """A fresh run's checkpoints, or (`resume`) the ones a killed run left: CheckpointError if none."""
-        checkpoints = cls(run_dir, resolved, every_updates, fresh=not resume)
+        checkpoints = cls(run_dir, resolved, every_updates, fresh=not resume, every_s=every_s)
         if resume and checkpoints.state.current is None and not checkpoints.state.done:
             raise CheckpointError(f"{run_dir}: no checkpoint to resume from (checkpoint.pt is missing)")
         return checkpoints
+
+    @property
+    def enabled(self) -> bool:
+        """Whether checkpoints are written at all (`every_updates` or `every_s` above 0)."""
+        return self.every > 0 or self.every_s > 0
 
     def is_done(self, key: str) -> bool:
         return key in self.state.done
@@ -137,24 +149,31 @@ class Checkpointer:
             return None
         restore_rng(self.state.rng)
         self._next = int(current["updates"]) + self.every
+        self._last_s = float(current["elapsed_s"])
         return current
 
-    def due(self, updates: int) -> bool:
-        return self.every > 0 and updates >= self._next
+    def due(self, updates: int, now_s: float | None = None) -> bool:
+        """Whether to save now: `every_updates` updates or (`now_s`, the algorithm's clock) `every_s`
+        seconds since the last checkpoint."""
+        if self.every > 0 and updates >= self._next:
+            return True
+        return self.every_s > 0 and now_s is not None and now_s - self._last_s >= self.every_s
 
     def save_progress(self, key: str, server_state: dict, elapsed_s: float, updates: int, **counters: Any) -> None:
         self.state.current = {"key": key, "elapsed_s": elapsed_s, "server": server_state, "updates": updates,
                               **counters}
         self.state.rng = rng_state()
         self._next = updates + self.every
-        if self.every > 0:
+        self._last_s = float(elapsed_s)
+        if self.enabled:
             save(self.run_dir, self.state)
 
     def finish(self, key: str) -> None:
         self.state.done.append(key)
         self.state.current = None
         self._next = self.every
-        if self.every > 0:
+        self._last_s = 0.0
+        if self.enabled:
             save(self.run_dir, self.state)
 
 

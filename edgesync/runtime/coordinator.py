@@ -182,7 +182,7 @@ class Coordinator:
                 if item is None:
                     continue
                 self._dispatch(self._handle(server, *item))
-                if self.checkpoints and self.checkpoints.due(server.updates):
+                if self.checkpoints and self.checkpoints.due(server.updates, time.perf_counter() - self._started):
                     self._save(server, time.perf_counter() - self._started)
         finally:
             self.server = None

@@ -1,8 +1,9 @@
 """One experiment's run folder, start to finish, for every command that runs one: `edgesync run` (live or
 simulator), `edgesync coordinator` (clients elsewhere) and the Flower ServerApp (`flower-up`, `flwr run`).
 
-`run_experiment` is the one life cycle they share: the folder (named from the scenario unless given),
-the coordinator's log in `logs/`, the resolved scenario, the checkpoint (a fresh one, or the one a
+`run_experiment` is the one life cycle they share: the folder (named from the scenario unless given,
+never one that already holds a run unless it resumes it or was told to `overwrite` it: see
+`claim_run_folder`), the coordinator's log in `logs/`, the resolved scenario, the checkpoint (a fresh one, or the one a
 killed run left with `resume=True`), each sweep variant in turn (skipping those finished before a
 resume), then summary.json and report.md made from the folder alone. A command only says how one
 variant runs (`RunVariant`).
@@ -10,6 +11,7 @@ variant runs (`RunVariant`).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -29,11 +31,88 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 RunVariant = Callable[[Variant, RunRecorder, "Checkpointer | None", Progress, dict], None]
 
 
+log = logging.getLogger("edgesync.runs")
+
+# Run folders this process has claimed and not yet started a run in: `run_experiment` takes them as they are.
+_claimed: set[str] = set()
+
+
+class RunFolderExists(RuntimeError):
+    """A run folder that holds a run, without `resume` or `overwrite`: nothing was changed in it."""
+
+
 def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
+    """`out`, else `output.dir/output.name`, else `output.dir/NAME-TIME`. A default name is made unique
+    (`NAME-TIME-2`, …) and its folder created at once: two runs started in the same second get two folders."""
     if out is not None:
         return Path(out)
-    name = scenario.output.name or f"{scenario.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    return Path(scenario.output.dir) / name
+    if scenario.output.name:
+        return Path(scenario.output.dir) / scenario.output.name
+    parent = Path(scenario.output.dir)
+    parent.mkdir(parents=True, exist_ok=True)
+    stem = f"{scenario.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    for n in range(1, 10_000):
+        path = parent / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        _claimed.add(_key(path))
+        return path
+    raise RunFolderExists(f"{parent / stem}: no free run folder name")
+
+
+def _key(path: Path) -> str:
+    return str(Path(path).resolve())
+
+
+def holds_run(path: Path) -> bool:
+    """Whether `path` is anything but a missing or empty folder (scenario.yaml, metrics.jsonl, logs/, …)."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    return not path.is_dir() or any(path.iterdir())
+
+
+def claim_run_folder(run_dir: Path, resume: bool = False, overwrite: bool = False,
+                     options: tuple[str, str] = ("--resume", "--overwrite")) -> Path | None:
+    """Make `run_dir` this run's: a folder that holds a run is used only to `resume` it, or (`overwrite`)
+    moved aside first to `NAME.old-YYYYmmdd-HHMMSS`, never deleted; returns where it went (None: nowhere).
+    Without either, RunFolderExists names the folder and `options` (the caller's names of the two) and
+    nothing in it has changed. Claiming twice in one process (a command before its log, then
+    `run_experiment`) does it once."""
+    run_dir = Path(run_dir)
+    if _key(run_dir) in _claimed or resume:
+        _claimed.add(_key(run_dir))
+        return None
+    moved = None
+    if holds_run(run_dir):
+        if not overwrite:
+            raise RunFolderExists(f"{run_dir} already holds a run: continue it with {options[0]} or start a new "
+                                  f"run there with {options[1]} (the old folder is moved aside, not deleted)")
+        moved = _aside(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if holds_run(run_dir):  # another run took it meanwhile
+        raise RunFolderExists(f"{run_dir} was just taken by another run: give another --out")
+    _claimed.add(_key(run_dir))
+    return moved
+
+
+def _aside(run_dir: Path) -> Path:
+    """Rename `run_dir` to a free sibling `NAME.old-TIME[-N]` (a rename: nothing is copied or deleted)."""
+    stem = f"{run_dir.name}.old-{datetime.now():%Y%m%d-%H%M%S}"
+    for n in range(1, 10_000):
+        target = run_dir.with_name(stem if n == 1 else f"{stem}-{n}")
+        if target.exists():
+            continue
+        try:
+            os.rename(run_dir, target)  # same parent folder: atomic; an existing empty target would be replaced
+        except OSError:
+            if target.exists():
+                continue
+            raise
+        return target
+    raise RunFolderExists(f"{run_dir}: no free name to move it aside to")
 
 
 def log_to(run_dir: Path | None, verbose: bool = True) -> None:
@@ -49,20 +128,27 @@ def log_to(run_dir: Path | None, verbose: bool = True) -> None:
 
 
 def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, progress: bool = True,
-                   resume: bool = False, checkpointed: bool = True) -> dict:
+                   resume: bool = False, checkpointed: bool = True, overwrite: bool = False) -> dict:
     """Run every sweep variant of `scenario` into `run_dir` with `run_variant`; returns the summary.
 
     `resume=True` goes on from the folder's checkpoint (runtime/checkpoint.py): finished algorithms and
-    variants are skipped and the one in progress restarts from its last checkpoint. `checkpointed=False`
-    (the simulator: deterministic, run it again) keeps no checkpoint and refuses `resume`."""
+    variants are skipped and the one in progress restarts from its last checkpoint. Otherwise a folder
+    that already holds a run raises RunFolderExists, untouched, unless `overwrite=True` moves it aside
+    (`claim_run_folder`). `checkpointed=False` (the simulator: deterministic, run it again) keeps no
+    checkpoint and refuses `resume`."""
     if resume and not checkpointed:
         raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
+    if resume and overwrite:
+        raise RunFolderExists("resume or overwrite, not both")
+    if moved := claim_run_folder(run_dir, resume, overwrite):
+        log.warning("%s held an earlier run: moved to %s", run_dir, moved)
+    _claimed.discard(_key(run_dir))  # claimed once: a second run into it must claim it again
     display = Progress(enabled=progress)
     runs = variants(scenario)
     resolved = scenario.resolved()
     with RunRecorder(run_dir) as recorder:
-        checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume)
-                       if checkpointed else None)
+        checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume,
+                                         every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
         try:
             for variant in runs:
@@ -80,9 +166,10 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
 
 
 def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
-                 curve: bool = False) -> dict:
+                 curve: bool = False, overwrite: bool = False) -> dict:
     """`edgesync run`: every variant and algorithm of `scenario` in its runtime; returns the summary.
-    `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links)."""
+    `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links);
+    `resume` and `overwrite` as in `run_experiment`."""
 
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
@@ -93,7 +180,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
             run_live(variant.scenario, recorder, display, logs=f"logs/{variant.tag}" if variant.tag else "logs",
                      checkpoints=checkpoints, curve=curve)
 
-    return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=scenario.runtime == "live")
+    return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=scenario.runtime == "live",
+                          overwrite=overwrite)
 
 
 def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None = None) -> dict:

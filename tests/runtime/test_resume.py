@@ -133,3 +133,99 @@ def test_resume_refuses_a_folder_without_a_checkpoint_and_a_foreign_one(tmp_path
     sim = subprocess.run(_cli("run", "--resume", str(run_dir), "--set", "runtime=sim"), cwd=REPO, env=ENV,
                          capture_output=True, text=True, timeout=60)
     assert sim.returncode == 2 and "not both" not in sim.stderr and "--resume replays" in sim.stderr
+
+
+@pytest.mark.slow
+def test_a_coordinator_killed_ten_seconds_in_resumes_from_a_checkpoint_by_time(tmp_path):
+    """The default every_updates (200) is far off 10 s into SSGD with a ×10 client; the checkpoints by time
+    (every_s) and at the algorithm's start are what `edgesync run --resume` goes on from."""
+    scenario, run_dir = tmp_path / "resume.yaml", tmp_path / "run"
+    scenario.write_text(yaml.safe_dump({**SCENARIO, "clients": ["x1", "x10"], "algorithms": [{"name": "ssgd", "lr": 0.1}],
+                                        "stop": {"time_budget_s": 18, "target_acc": 0.99},
+                                        "checkpoint": {"every_s": 2}}))
+    proc = subprocess.Popen(_cli("run", str(scenario), "--out", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 150
+        saved = None
+        while saved is None or saved.current is None or saved.current["elapsed_s"] < 8:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, f"no checkpoint by time 8 s into SSGD: {saved}"
+            time.sleep(0.1)
+            try:
+                saved = checkpoint.load(run_dir)
+            except checkpoint.CheckpointError:
+                saved = None  # being replaced: read again
+        time.sleep(1.0)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert saved.current["key"] == "ssgd" and 0 < saved.current["updates"] < 200  # by time, not by updates
+    before = read_jsonl(run_dir / "metrics.jsonl")
+    assert max(r["time_s"] for r in before) < 18
+
+    result = subprocess.run(_cli("run", "--resume", str(run_dir), "-q"), cwd=REPO, env=ENV,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert len(set(lines)) == len(lines)  # unique
+    times = [r["time_s"] for r in rows]
+    assert all(a < b for a, b in zip(times, times[1:])), times  # and the clock never goes back
+    resumed = rows[len(before):]
+    assert resumed and resumed[0]["updates"] >= saved.current["updates"]  # from the checkpoint, not from zero
+    assert checkpoint.load(run_dir).done == ["ssgd"] and (run_dir / "summary.json").exists()
+
+
+def test_checkpoints_are_due_by_updates_or_by_time_whichever_comes_first(tmp_path):
+    resolved = {"name": "x"}
+    by_both = checkpoint.Checkpointer(tmp_path, resolved, every_updates=200, fresh=True, every_s=30)
+    assert not by_both.due(10, 29.9) and by_both.due(10, 30.0) and by_both.due(200, 1.0)
+    by_both.save_progress("ssgd", {}, elapsed_s=30.0, updates=10)
+    assert not by_both.due(11, 59.0) and by_both.due(11, 60.0) and by_both.due(210, 31.0)
+    assert not by_both.due(11)  # no clock given: by updates only
+    by_time = checkpoint.Checkpointer(tmp_path, resolved, every_updates=0, fresh=True, every_s=5)
+    assert not by_time.due(10_000, 4.0) and by_time.due(0, 5.0)
+    by_time.save_progress("ssgd", {}, elapsed_s=0.0, updates=0)  # the start checkpoint is written
+    assert checkpoint.load(tmp_path).current["key"] == "ssgd"
+    off = checkpoint.Checkpointer(tmp_path / "off", resolved, every_updates=0, fresh=True, every_s=0)
+    assert not off.due(10**6, 10**6)
+    (tmp_path / "off").mkdir()
+    off.save_progress("ssgd", {}, elapsed_s=0.0, updates=0)
+    assert not (tmp_path / "off" / checkpoint.CHECKPOINT_FILE).exists()
+
+
+def test_default_run_folder_names_are_unique_and_a_named_folder_that_holds_a_run_is_claimed_only_as_told(
+        tmp_path, monkeypatch):
+    from datetime import datetime as real_datetime
+
+    from edgesync.runtime import runs
+    from edgesync.scenario import scenario_from_dict
+
+    class Frozen(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(runs, "datetime", Frozen)
+    sc = scenario_from_dict({**SCENARIO, "output": {"dir": str(tmp_path / "runs")}})
+    first, second = runs.run_folder(sc), runs.run_folder(sc)  # two runs started in the same second
+    assert first.name == "resume-20260102-030405" and second.name == "resume-20260102-030405-2"
+    assert first.is_dir() and second.is_dir()
+
+    run_dir = tmp_path / "named"
+    run_dir.mkdir()
+    assert runs.claim_run_folder(run_dir) is None  # an empty folder is used as it is
+    runs._claimed.clear()
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    with pytest.raises(runs.RunFolderExists, match="resume=true.*overwrite=true"):
+        runs.claim_run_folder(run_dir, options=("resume=true", "overwrite=true"))
+    assert runs.claim_run_folder(run_dir, resume=True) is None and (run_dir / "metrics.jsonl").exists()
+    runs._claimed.clear()
+    moved = runs.claim_run_folder(run_dir, overwrite=True)
+    assert moved.name == "named.old-20260102-030405" and (moved / "metrics.jsonl").read_text() == "{}\n"
+    assert run_dir.is_dir() and not any(run_dir.iterdir())
+    runs._claimed.clear()
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    assert runs.claim_run_folder(run_dir, overwrite=True).name == "named.old-20260102-030405-2"
+    runs._claimed.clear()
