@@ -154,7 +154,8 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
             continue
         overrides = [*(exp.quick if quick else exp.full), f"runtime={runtime}"]
         t0 = time.perf_counter()
-        run_scenario(load_scenario(ROOT / exp.scenario, overrides), out / exp.key, progress=progress)
+        # a second run of the suite into the same folder moves the earlier run of an experiment aside
+        run_scenario(load_scenario(ROOT / exp.scenario, overrides), out / exp.key, progress=progress, overwrite=True)
         manifest[exp.key] = {"mode": "quick" if quick else "full", "runtime": runtime, "scenario": exp.scenario,
                              "overrides": overrides, "wall_s": round(time.perf_counter() - t0, 1)}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
