@@ -25,8 +25,8 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
-from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S,
-                                RECONNECT_MAX_S)
+from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_REPORT_EVERY_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S,
+                                RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
@@ -143,16 +143,26 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
 
 
 class EdgeClient:
+    """`connect_timeout_s`: before joining, how long the coordinator may say nothing before the client
+    gives up (it says every CONNECT_REPORT_EVERY_S that it is still waiting).
+
+    A malformed profile or device name is a ValueError here. A device this machine does not have is
+    not: the client still connects, says HELLO and then a fatal ERROR naming the device, so that the
+    coordinator can abort the run at once naming this client, and ends with ClientFailed."""
+
     def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
-                 device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None):
+                 device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
         if profile is not None:
             parse_profile(profile)  # fail here, before connecting, on a typo
+        self.device_problem: str | None = None  # why this machine cannot use `device`
         if device is not None:
             try:
-                resolve_device(device)  # and on a device this machine does not have
+                resolve_device(device)  # a malformed name is a ValueError
             except RuntimeError as exc:
-                raise ValueError(str(exc)) from None
+                self.device_problem = f"client cannot use device {device}: {exc}"
         self.connect = connect
+        self.connect_timeout_s = connect_timeout_s
         self.wish_rank = rank
         self.wish_profile = profile
         self.device_override = device
@@ -176,12 +186,23 @@ class EdgeClient:
 
     def _hello(self) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
-        device = str(resolve_device(self.device_override)) if self.device_override else "cpu"
-        return protocol.hello(rank, self.wish_profile, host_info(device), self.instance)
+        if self.device_problem is not None:  # the device asked for, though unusable: the ERROR after HELLO says why
+            info = {**host_info("cpu"), "device": self.device_override}
+        else:
+            info = host_info(str(resolve_device(self.device_override)) if self.device_override else "cpu")
+        return protocol.hello(rank, self.wish_profile, info, self.instance)
 
     def _serve(self) -> None:
         self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
         self.ctx.sock.send(self._hello())
+        log.info("connecting to the coordinator at %s (giving up after %.0f s without an answer: --connect-timeout)",
+                 self.connect, self.connect_timeout_s)
+        if self.device_problem is not None:
+            try:
+                self._report_unusable_device()
+            finally:
+                self.ctx.sock.close()
+        next_report = CONNECT_REPORT_EVERY_S
         try:
             while True:
                 sock = self.ctx.sock
@@ -201,14 +222,56 @@ class EdgeClient:
                     continue
                 silent = time.monotonic() - sock.last_recv
                 if self.rank is None:  # not joined yet: the coordinator may still be starting
-                    if silent > CLIENT_IDLE_TIMEOUT_S:
-                        raise ClientFailed(f"no word from the coordinator at {self.connect} for {silent:.0f} s")
+                    if silent >= self.connect_timeout_s:
+                        sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now
+                        raise ClientFailed(self._no_answer(sock, silent))
+                    if silent >= next_report:
+                        self._still_waiting(sock, silent)
+                        next_report = silent + CONNECT_REPORT_EVERY_S
+                    elif silent < next_report - CONNECT_REPORT_EVERY_S:  # it spoke meanwhile
+                        next_report = silent + CONNECT_REPORT_EVERY_S
                     continue
                 self.ctx.heartbeat()
                 if silent > self.timeout_s:
                     self._reconnect(f"no word from the coordinator for {silent:.0f} s")
         finally:
             self.ctx.sock.close()
+
+    def _still_waiting(self, sock: ClientSocket, waited: float) -> None:
+        if sock.reached:
+            log.info("waiting for the coordinator at %s to answer HELLO: %.0f s of %.0f s (--connect-timeout)",
+                     self.connect, waited, self.connect_timeout_s)
+        else:
+            log.info("waiting for the coordinator at %s: %.0f s of %.0f s, nothing answers there yet "
+                     "(--connect-timeout)", self.connect, waited, self.connect_timeout_s)
+
+    def _no_answer(self, sock: ClientSocket, waited: float) -> str:
+        what = ("it accepted the connection but never answered HELLO" if sock.reached else
+                "nothing answered there: is the coordinator running, and are host and port right?")
+        return (f"--connect {self.connect}: gave up after {waited:.0f} s (--connect-timeout "
+                f"{self.connect_timeout_s:g}): {what}")
+
+    def _report_unusable_device(self) -> None:
+        """After HELLO, a fatal ERROR saying why this client cannot train; it waits (up to the connect
+        timeout) for the coordinator's answer, so the ERROR is known to have reached it, then fails."""
+        sock = self.ctx.sock
+        sock.send(protocol.error(self.device_problem, fatal=True))
+        started = time.monotonic()
+        deadline, next_report = started + self.connect_timeout_s, started + CONNECT_REPORT_EVERY_S
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = sock.recv(min(left, HEARTBEAT_INTERVAL_S))
+            except ProtocolError:
+                msg = None
+            if msg is not None:
+                raise ClientFailed(f"--device {self.device_override}: {self.device_problem} "
+                                   f"(the coordinator at {self.connect} was told)")
+            if time.monotonic() >= next_report:
+                self._still_waiting(sock, time.monotonic() - started)
+                next_report += CONNECT_REPORT_EVERY_S
+        sock.close(linger_ms=0)  # nobody to deliver HELLO and ERROR to
+        raise ClientFailed(f"--device {self.device_override}: {self.device_problem} (and the coordinator at "
+                           f"{self.connect} did not answer within {self.connect_timeout_s:g} s: --connect-timeout)")
 
     def _reconnect(self, why: str) -> None:
         """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
@@ -230,8 +293,8 @@ class EdgeClient:
                 return
             sock.close(linger_ms=0)
             if time.monotonic() > deadline:
-                raise ClientFailed(f"the coordinator at {self.connect} did not come back within "
-                                   f"{RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
+                raise ClientFailed(f"--connect {self.connect}: gave up as client {self.rank}: the coordinator "
+                                   f"did not come back within {RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
             time.sleep(delay)
             delay = min(2 * delay, RECONNECT_MAX_S)
 

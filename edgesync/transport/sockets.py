@@ -14,6 +14,7 @@ key or mismatched security is an error rather than silence.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections import defaultdict
@@ -37,6 +38,26 @@ _ZERO_COPY_MIN_BYTES = 64 * 1024
 _RCVMORE, _SNDMORE = int(zmq.RCVMORE), int(zmq.SNDMORE)
 # While a client waits for its first handshake, how often it looks at the handshake's events.
 _HANDSHAKE_CHECK_S = 0.05
+
+
+class BindFailed(zmq.ZMQError):
+    """The coordinator cannot listen at its address; the message says why, on one line."""
+
+
+def _bind_failed(address: str, exc: zmq.ZMQError) -> BindFailed:
+    port = address.rsplit(":", 1)[-1]
+    if exc.errno == zmq.EADDRINUSE:
+        why = (f"the address is in use: another program (another coordinator?) listens on port {port}; "
+               "stop it or choose another port")
+    elif exc.errno == zmq.EADDRNOTAVAIL:
+        why = "this machine has no such IP address (0.0.0.0 listens on every interface)"
+    elif exc.errno == errno.ENODEV:
+        why = "no such host name, IP address or network interface on this machine"
+    elif exc.errno == errno.EACCES:
+        why = f"not allowed to listen on port {port} (ports below 1024 need root): choose another port"
+    else:
+        why = f"cannot listen there ({exc.strerror})"
+    return BindFailed(exc.errno, f"{address}: {why}")
 
 
 def _frames_size(frames) -> int:
@@ -113,6 +134,7 @@ class CoordinatorSocket:
     """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes).
 
     With `keys`, a CURVE server whose ZAP handler admits the allow-list's keys (on a context of its own).
+    An address it cannot listen at is a `BindFailed` that says why.
     """
 
     def __init__(self, address: str, context: zmq.Context | None = None, keys: ServerKeys | None = None):
@@ -128,7 +150,10 @@ class CoordinatorSocket:
             if keys is not None:
                 self.auth = start_authenticator(self.context, keys.allow_dir)
                 make_curve_server(self.sock, keys)
-            self.sock.bind(address)
+            try:
+                self.sock.bind(address)
+            except zmq.ZMQError as exc:
+                raise _bind_failed(address, exc) from None
         except BaseException:
             self._close_context()
             raise
@@ -218,6 +243,12 @@ class ClientSocket:
         self.last_send = self.last_recv = time.monotonic()  # liveness, both ways
         self.pacer = Pacer()
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
+
+    @property
+    def reached(self) -> bool:
+        """Whether a ZeroMQ handshake with the other end has succeeded: something that speaks ZeroMQ
+        listens there (known once `recv` has been called). Before, nothing may be listening at all."""
+        return self._handshake is None
 
     def set_link(self, link: Link, seed: int = 0) -> None:
         """Emulate `link` on everything this client sends from now on (its uplink)."""
