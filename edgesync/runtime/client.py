@@ -25,8 +25,8 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
-from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_REPORT_EVERY_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S,
-                                RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
+from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S,
+                                RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
@@ -38,7 +38,7 @@ from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
 from edgesync.transport.security import ClientKeys
-from edgesync.transport.sockets import ClientSocket
+from edgesync.transport.sockets import ClientSocket, ConnectWait
 
 log = logging.getLogger("edgesync.client")
 
@@ -143,12 +143,9 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
 
 
 class EdgeClient:
-    """`connect_timeout_s`: before joining, how long the coordinator may say nothing before the client
-    gives up (it says every CONNECT_REPORT_EVERY_S that it is still waiting).
-
-    A malformed profile or device name is a ValueError here. A device this machine does not have is
-    not: the client still connects, says HELLO and then a fatal ERROR naming the device, so that the
-    coordinator can abort the run at once naming this client, and ends with ClientFailed."""
+    """`connect_timeout_s`: how long the coordinator may say nothing before joining (ConnectWait). A bad
+    profile or device name is a ValueError; a device this machine lacks is told to the coordinator (a
+    fatal ERROR after HELLO, for it to abort naming this client), then a ClientFailed."""
 
     def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
                  device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None,
@@ -195,14 +192,12 @@ class EdgeClient:
     def _serve(self) -> None:
         self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
         self.ctx.sock.send(self._hello())
-        log.info("connecting to the coordinator at %s (giving up after %.0f s without an answer: --connect-timeout)",
-                 self.connect, self.connect_timeout_s)
+        wait = ConnectWait(self.connect, self.connect_timeout_s)  # says it waits, until joined or timed out
         if self.device_problem is not None:
             try:
-                self._report_unusable_device()
+                self._report_unusable_device(wait)
             finally:
                 self.ctx.sock.close()
-        next_report = CONNECT_REPORT_EVERY_S
         try:
             while True:
                 sock = self.ctx.sock
@@ -222,14 +217,9 @@ class EdgeClient:
                     continue
                 silent = time.monotonic() - sock.last_recv
                 if self.rank is None:  # not joined yet: the coordinator may still be starting
-                    if silent >= self.connect_timeout_s:
+                    if (gave_up := wait.check(sock, silent)) is not None:
                         sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now
-                        raise ClientFailed(self._no_answer(sock, silent))
-                    if silent >= next_report:
-                        self._still_waiting(sock, silent)
-                        next_report = silent + CONNECT_REPORT_EVERY_S
-                    elif silent < next_report - CONNECT_REPORT_EVERY_S:  # it spoke meanwhile
-                        next_report = silent + CONNECT_REPORT_EVERY_S
+                        raise ClientFailed(gave_up)
                     continue
                 self.ctx.heartbeat()
                 if silent > self.timeout_s:
@@ -237,41 +227,20 @@ class EdgeClient:
         finally:
             self.ctx.sock.close()
 
-    def _still_waiting(self, sock: ClientSocket, waited: float) -> None:
-        if sock.reached:
-            log.info("waiting for the coordinator at %s to answer HELLO: %.0f s of %.0f s (--connect-timeout)",
-                     self.connect, waited, self.connect_timeout_s)
-        else:
-            log.info("waiting for the coordinator at %s: %.0f s of %.0f s, nothing answers there yet "
-                     "(--connect-timeout)", self.connect, waited, self.connect_timeout_s)
-
-    def _no_answer(self, sock: ClientSocket, waited: float) -> str:
-        what = ("it accepted the connection but never answered HELLO" if sock.reached else
-                "nothing answered there: is the coordinator running, and are host and port right?")
-        return (f"--connect {self.connect}: gave up after {waited:.0f} s (--connect-timeout "
-                f"{self.connect_timeout_s:g}): {what}")
-
-    def _report_unusable_device(self) -> None:
+    def _report_unusable_device(self, wait: ConnectWait) -> None:
         """After HELLO, a fatal ERROR saying why this client cannot train; it waits (up to the connect
         timeout) for the coordinator's answer, so the ERROR is known to have reached it, then fails."""
-        sock = self.ctx.sock
+        sock, started = self.ctx.sock, time.monotonic()
         sock.send(protocol.error(self.device_problem, fatal=True))
-        started = time.monotonic()
-        deadline, next_report = started + self.connect_timeout_s, started + CONNECT_REPORT_EVERY_S
-        while (left := deadline - time.monotonic()) > 0:
+        failed = f"--device {self.device_override}: {self.device_problem}"
+        while (gave_up := wait.check(sock, time.monotonic() - started)) is None:
             try:
-                msg = sock.recv(min(left, HEARTBEAT_INTERVAL_S))
+                if sock.recv(HEARTBEAT_INTERVAL_S) is not None:
+                    raise ClientFailed(f"{failed} (the coordinator at {self.connect} was told)")
             except ProtocolError:
-                msg = None
-            if msg is not None:
-                raise ClientFailed(f"--device {self.device_override}: {self.device_problem} "
-                                   f"(the coordinator at {self.connect} was told)")
-            if time.monotonic() >= next_report:
-                self._still_waiting(sock, time.monotonic() - started)
-                next_report += CONNECT_REPORT_EVERY_S
+                raise ClientFailed(f"{failed} (the coordinator at {self.connect} was told)") from None
         sock.close(linger_ms=0)  # nobody to deliver HELLO and ERROR to
-        raise ClientFailed(f"--device {self.device_override}: {self.device_problem} (and the coordinator at "
-                           f"{self.connect} did not answer within {self.connect_timeout_s:g} s: --connect-timeout)")
+        raise ClientFailed(f"{failed}; it could not tell the coordinator: {gave_up}")
 
     def _reconnect(self, why: str) -> None:
         """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
