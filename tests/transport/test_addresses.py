@@ -69,3 +69,22 @@ def test_an_address_this_machine_lacks():
     with pytest.raises(BindFailed) as info:
         CoordinatorSocket("tcp://192.0.2.1:5555")  # TEST-NET-1: never a local address
     assert "tcp://192.0.2.1:5555: this machine has no such IP address" in str(info.value)
+
+
+def test_a_client_waiting_knows_whether_anything_answers():
+    """ConnectWait: with something that speaks ZeroMQ but never answers HELLO, the give-up line says so."""
+    from edgesync.transport.sockets import ClientSocket, ConnectWait
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    sock = ClientSocket(f"tcp://127.0.0.1:{port}", context=ctx)
+    try:
+        wait = ConnectWait(f"tcp://127.0.0.1:{port}", timeout_s=2, every_s=1)
+        assert sock.recv(0.5) is None and sock.reached
+        assert wait.check(sock, 1.0) is None
+        assert wait.check(sock, 2.0) == (f"--connect tcp://127.0.0.1:{port}: gave up after 2 s (--connect-timeout 2): "
+                                         "it accepted the connection but never answered HELLO")
+    finally:
+        sock.close(linger_ms=0)
+        router.close(linger=0)
+        ctx.term()
