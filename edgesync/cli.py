@@ -26,6 +26,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from edgesync.constants import CONNECT_TIMEOUT_S
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="EdgeSync: distributed training on heterogeneous, slow and badly connected devices.")
 err = Console(stderr=True, soft_wrap=True)
@@ -78,6 +80,27 @@ def _client_keys(curve_secret: Path | None, server_key: Path | None):
     except KeyFileError as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
+
+
+def _endpoint(value: str, option: str, bind: bool = False) -> str:
+    """`value` as a ZeroMQ endpoint (HOST:PORT means tcp://HOST:PORT); exits 2 on a malformed one."""
+    from edgesync.transport.addresses import AddressError, endpoint
+    try:
+        return endpoint(value, option, bind=bind)
+    except AddressError as exc:
+        err.print(f"[red]{exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _listen(bind: str, keys):
+    """The coordinator's socket, bound before anything is written (a busy address leaves no run folder);
+    exits 1 saying why it cannot listen there."""
+    from edgesync.transport.sockets import BindFailed, CoordinatorSocket
+    try:
+        return CoordinatorSocket(bind, keys=keys)
+    except BindFailed as exc:
+        err.print(f"[red]--bind {exc}[/red]", highlight=False)
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -179,7 +202,8 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
 def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help="scenario YAML file"),
                 resume: Optional[Path] = typer.Option(None, "--resume", help="go on with this run folder from its "
                                                       "checkpoint (the coordinator was killed); clients reconnect"),
-                bind: str = typer.Option("tcp://0.0.0.0:5555", help="ZeroMQ endpoint to bind"),
+                bind: str = typer.Option("tcp://0.0.0.0:5555", help="address to listen at: tcp://HOST:PORT or "
+                                                                   "HOST:PORT (0.0.0.0: every interface)"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", help="run folder (default: output.dir/"
                                                        "NAME-TIME); one that holds a run is refused without "
                                                        "--overwrite"),
@@ -192,6 +216,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                                                                            "files of the clients to admit"),
                 quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
+    bind = _endpoint(bind, "--bind", bind=True)
     if (scenario is None) == (resume is None):
         err.print("[red]give --scenario FILE, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -201,27 +226,24 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
+    sockets: list = [_listen(bind, keys)]  # one socket for every variant: the clients stay connected to it
     from edgesync.runtime.coordinator import Coordinator
     from edgesync.runtime.runs import RunFolderExists, claim_run_folder, log_to, run_experiment, run_folder
-    from edgesync.transport.sockets import CoordinatorSocket
     try:
         run_dir = resume or run_folder(sc, out_dir)
         if moved := claim_run_folder(run_dir, resume is not None, overwrite):
             err.print(f"--overwrite: the earlier run in {run_dir} was moved to {moved}", highlight=False)
     except RunFolderExists as exc:
+        sockets[0].close()
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
     log_to(run_dir, verbose=True)
     hint = (f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}" if keys else "")
 
-    sockets: list = []  # one socket for every variant: the clients stay connected to it
-
     def run_variant(variant, recorder, checkpoints, display, resolved) -> None:
         # Each variant has its own coordinator on the one socket. The clients, told nothing between
         # variants, are unknown to the next coordinator and asked to say HELLO again (as after a restart).
         last = variant.tag == variants[-1].tag
-        if not sockets:
-            sockets.append(CoordinatorSocket(bind, keys=keys))
         coord = Coordinator(variant.scenario, recorder, progress=display, sock=sockets[0], shutdown_clients=last)
         coord.checkpoints = checkpoints
         port = coord.address.rsplit(':', 1)[-1]
@@ -238,6 +260,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         err.print(f"[red]{scenario or resume}: the sweep changes the number of clients, but the coordinator's clients "
                   "serve every variant: run it with `edgesync run`, or one coordinator per count[/red]",
                   highlight=False)
+        sockets[0].close()
         raise typer.Exit(2)
 
     def start() -> dict:
@@ -252,7 +275,9 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
 
 
 @app.command()
-def client(connect: str = typer.Option(..., "--connect", help="coordinator endpoint, e.g. tcp://HOST:5555"),
+def client(connect: str = typer.Option(..., "--connect", help="the coordinator: tcp://HOST:PORT or HOST:PORT"),
+           connect_timeout: float = typer.Option(CONNECT_TIMEOUT_S, "--connect-timeout", metavar="SECONDS",
+                                                 help="give up if the coordinator has not answered in this long"),
            rank: Optional[int] = typer.Option(None, help="ask for this rank (default: the next free one)"),
            profile: Optional[str] = typer.Option(None, help="device profile, overriding the scenario's (e.g. x10)"),
            device: Optional[str] = typer.Option(None, help="torch device: cpu, cuda:N or auto"),
@@ -261,18 +286,41 @@ def client(connect: str = typer.Option(..., "--connect", help="coordinator endpo
                                                        help="CURVE: this client's NAME.key_secret"),
            server_key: Optional[Path] = typer.Option(None, "--server-key",
                                                      help="CURVE: the coordinator's public NAME.key")):
-    """Join a coordinator and train until it says the run is over."""
+    """Join a coordinator and train until it says the run is over.
+
+    Every mistake is one line naming the option: exit 2 for a bad option, 1 when the client could not
+    join or go on (no coordinator within --connect-timeout, refused, a --device this machine lacks)."""
+    connect = _endpoint(connect, "--connect")
+    if not connect_timeout > 0:
+        err.print(f"[red]--connect-timeout {connect_timeout:g}: must be more than 0 seconds[/red]", highlight=False)
+        raise typer.Exit(2)
+    if rank is not None and rank < 0:
+        err.print(f"[red]--rank {rank}: must be 0 or more[/red]", highlight=False)
+        raise typer.Exit(2)
+    if profile is not None:
+        from edgesync.emulation.profiles import parse_profile
+        try:
+            parse_profile(profile)
+        except ValueError as exc:
+            err.print(f"[red]--profile {profile}: {getattr(exc, 'problem', exc)}[/red]", highlight=False)
+            raise typer.Exit(2) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     keys = _client_keys(curve_secret, server_key)
     from edgesync.runtime.client import ClientFailed, EdgeClient
     try:
-        EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root, keys=keys).run()
-    except ValueError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
+        edge = EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root, keys=keys,
+                          connect_timeout_s=connect_timeout)
+    except ValueError as exc:  # a malformed --device (one this machine lacks is told to the coordinator)
+        err.print(f"[red]--device {device}: {exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
+    try:
+        edge.run()
     except ClientFailed as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("client stopped (Ctrl-C)", highlight=False)
+        raise typer.Exit(130) from None
 
 
 @app.command("keys")
@@ -343,10 +391,11 @@ def profiles():
         spec = ", ".join(f"{k}={v}" for k, v in p.model_dump().items() if k != "kind")
         t.add_row(name, f"{p.kind}: {spec}", DESCRIPTIONS[name])
     out.print(t)
-    out.print("Any xK works (x3, x2.5); gamma profiles take a mapping: "
+    out.print("Any xK with K >= 1 works (x3, x2.5); gamma profiles take a mapping: "
               "{kind: gamma, machines: heterogeneous|homogeneous, mean: 1.0, v_task: 0.1, v_mach: 0.6}. "
-              "Live runs cannot go faster than the hardware: factors below 1 run at full speed.",
-              highlight=False)
+              "Nothing emulates a device faster than it is: a factor below 1 (x0.5, or a gamma mean below 1) "
+              "is refused, in scenarios and in --profile alike; live, a single gamma step drawn below 1 runs "
+              "at full speed.", highlight=False)
 
 
 @app.command()

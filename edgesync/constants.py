@@ -12,6 +12,10 @@ READY_TIMEOUT_S = 120.0
 STATS_TIMEOUT_S = 30.0
 # A client with no word from the coordinator for this long gives up.
 CLIENT_IDLE_TIMEOUT_S = 600.0
+# A client that has not joined yet gives up after this long without a word from the coordinator
+# (`edgesync client --connect-timeout`), saying every CONNECT_REPORT_EVERY_S that it is still waiting.
+CONNECT_TIMEOUT_S = 120.0
+CONNECT_REPORT_EVERY_S = 3.0
 
 # Throttle calibration: steps to warm up, then steps whose median is the reference step time.
 CALIBRATION_WARMUP_STEPS = 3

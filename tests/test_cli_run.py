@@ -257,3 +257,127 @@ def test_overwrite_moves_the_earlier_run_folder_aside_and_starts_afresh(tmp_path
     assert (out / "summary.json").exists() and not (out / "checkpoint.pt").exists()  # a fresh sim run
     assert yaml.safe_load((out / "scenario.yaml").read_text())["name"] == "quickstart"
     assert all(r["algorithm"] == "asgd" for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()))
+
+
+# -- every failure is one clear line, fast (issue 17) ----------------------------------------------
+
+def _one_line_failure(result: subprocess.CompletedProcess, code: int) -> str:
+    """The command failed with `code` and said why in its last stderr line, with no traceback."""
+    assert result.returncode == code, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert lines, "no message"
+    return lines[-1]
+
+
+def test_a_client_with_nothing_to_connect_to_says_it_waits_then_gives_up(tmp_path):
+    port = free_port()
+    started = time.monotonic()
+    result = edgesync("client", "--connect", f"127.0.0.1:{port}", "--connect-timeout", "4", timeout=30)
+    took = time.monotonic() - started
+    line = _one_line_failure(result, 1)
+    assert line == (f"--connect tcp://127.0.0.1:{port}: gave up after 4 s (--connect-timeout 4): nothing answered "
+                    "there: is the coordinator running, and are host and port right?")
+    # It said it was waiting, with the address (HOST:PORT taken as tcp://) and the seconds so far.
+    assert f"waiting for the coordinator at tcp://127.0.0.1:{port}: 3 s of 4 s" in result.stderr
+    assert took < 10
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["client", "--connect", "127.0.0.1"],
+     "--connect '127.0.0.1': no port (expected tcp://HOST:5555 or HOST:5555)"),
+    (["client", "--connect", "http://127.0.0.1:5555"],
+     "--connect 'http://127.0.0.1:5555': unsupported scheme 'http://'; edgesync speaks tcp:// "
+     "(expected tcp://HOST:5555 or HOST:5555)"),
+    (["client", "--connect", "127.0.0.1:5555", "--connect-timeout", "0"],
+     "--connect-timeout 0: must be more than 0 seconds"),
+    (["client", "--connect", "127.0.0.1:5555", "--profile", "x0"],
+     "--profile x0: the factor 0 must be greater than or equal to 1: x1 runs as fast as the hardware, "
+     "x2 takes twice as long, and nothing emulates a faster device"),
+    (["client", "--connect", "127.0.0.1:5555", "--profile", "fast"],
+     "--profile fast: unknown profile: expected xK with K >= 1 (e.g. x1, x2, x10, x100, x2.5), gamma-homo, "
+     "gamma-hetero, or a mapping with kind"),
+    (["client", "--connect", "127.0.0.1:5555", "--device", "gpu"],
+     "--device gpu: device must be cpu, cuda:N or auto, got 'gpu'"),
+    (["coordinator", "--scenario", "scenarios/quickstart.yaml", "--bind", "tcp://0.0.0.0:port"],
+     "--bind 'tcp://0.0.0.0:port': port 'port' is not a number from 0 to 65535 "
+     "(expected tcp://0.0.0.0:5555 or 0.0.0.0:5555)"),
+])
+def test_bad_options_are_one_line_naming_the_option(args, expected):
+    started = time.monotonic()
+    result = edgesync(*args, timeout=30)
+    assert _one_line_failure(result, 2) == expected
+    assert result.stderr.strip() == expected  # nothing else: no log lines, no usage box
+    assert time.monotonic() - started < 10
+
+
+def test_the_profiles_command_states_the_rule_the_parser_applies():
+    result = edgesync("profiles", timeout=30)
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "Any xK with K >= 1 works" in text
+    assert "a factor below 1 (x0.5, or a gamma mean below 1) is refused" in text
+    assert "factors below 1 run at full speed" not in text
+
+
+def test_a_coordinator_on_a_busy_address_says_so_and_leaves_no_run_folder(tmp_path):
+    import socket
+    scenario = tmp_path / "two.yaml"
+    scenario.write_text("name: two\nclients: [x1, x1]\nalgorithms: [{name: asgd}]\n")
+    out = tmp_path / "run"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        result = edgesync("coordinator", "--scenario", str(scenario), "--bind", f"127.0.0.1:{port}",
+                          "--out", str(out), timeout=30)
+    assert time.monotonic() - started < 10
+    assert result.stderr.strip() == (f"--bind tcp://127.0.0.1:{port}: the address is in use: another program "
+                                     f"(another coordinator?) listens on port {port}; stop it or choose another port")
+    assert _one_line_failure(result, 1)
+    assert not out.exists()
+
+
+def test_a_client_that_cannot_use_its_device_joins_and_tells_the_coordinator():
+    """--device naming a GPU this machine lacks: the client says HELLO, then a fatal ERROR naming the
+    device (for the coordinator to abort on, naming the client), and exits 1 saying the same."""
+    import torch
+    import zmq
+
+    from edgesync.transport import protocol
+    from edgesync.transport.protocol import CLIENT_TYPES, Message, MessageType
+
+    device = "cuda:63" if torch.cuda.is_available() else "cuda:0"
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    proc = subprocess.Popen([sys.executable, "-m", "edgesync.cli", "client", "--connect", f"127.0.0.1:{port}",
+                             "--device", device, "--connect-timeout", "20"], cwd=REPO, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        received = []
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        deadline = time.monotonic() + 20
+        while len(received) < 2 and time.monotonic() < deadline:
+            if poller.poll(200):
+                frames = router.recv_multipart()
+                msg = Message.from_frames(frames[1:], CLIENT_TYPES)
+                received.append(msg)
+                if msg.type == MessageType.HELLO:  # the coordinator admits it, as it would today
+                    router.send_multipart([frames[0], *protocol.welcome(0, 2, "t", {}, 0, 30.0).to_frames()])
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        router.close(linger=0)
+        ctx.term()
+    assert [m.type for m in received] == [MessageType.HELLO, MessageType.ERROR]
+    hello, error = received
+    assert hello.meta["info"]["device"] == device
+    reason = error.meta["reason"]
+    assert error.meta == {"reason": reason, "fatal": True}
+    assert reason.startswith(f"client cannot use device {device}: device '{device}' was asked for but this machine")
+    line = _one_line_failure(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), 1)
+    assert line == f"--device {device}: {reason} (the coordinator at tcp://127.0.0.1:{port} was told)"

@@ -7,6 +7,10 @@ papers (SHAT's HE0/HE1/HE2 are one ×2/×10/×100 worker). The gamma model is DA
 - homogeneous machines:   q ~ Γ(α_task, μ/α_task) once for the cluster, each step ~ Γ(α_mach, q/α_mach).
 μ is the mean factor (1 = as fast as the hardware). Samples are factors, not seconds: a runtime
 multiplies them by the client's reference step time.
+
+One rule for factors below 1: a profile cannot make a device faster than it is, so a constant factor
+and a gamma profile's mean must be at least 1 (x0.5 is refused, everywhere: scenarios, `--profile`,
+Flower nodes). Only single gamma steps can draw below 1; the live runtime runs them at full speed.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class ConstantProfile(BaseModel):
@@ -36,7 +40,7 @@ class GammaProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["gamma"] = "gamma"
     machines: Literal["heterogeneous", "homogeneous"] = "heterogeneous"
-    mean: float = Field(1.0, gt=0, description="μ, the mean slowdown factor")
+    mean: float = Field(1.0, ge=1.0, description="μ, the mean slowdown factor (1 = as fast as the hardware)")
     v_task: float = Field(0.1, gt=0, description="coefficient of variation of one task (step)")
     v_mach: float = Field(0.6, gt=0, description="coefficient of variation between machines")
 
@@ -70,8 +74,24 @@ DESCRIPTIONS = {
 }
 
 
+# What every refusal of a factor below 1 says (scenarios, `--profile`, `edgesync profiles`).
+BELOW_ONE = ("must be greater than or equal to 1: x1 runs as fast as the hardware, x2 takes twice as long, "
+             "and nothing emulates a faster device")
+
+
+class ProfileError(ValueError):
+    """A bad profile: the message names the value; `problem` says what is wrong without it (for an
+    option's message: `--profile x0: the factor 0 must be …`)."""
+
+    def __init__(self, message: str, problem: str):
+        super().__init__(message)
+        self.problem = problem
+
+
 def parse_profile(value: str | dict | Profile) -> Profile:
-    """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}."""
+    """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}.
+
+    A bad profile is a ValueError whose one-line message names the value and the problem."""
     if isinstance(value, (ConstantProfile, GammaProfile)):
         return value
     if isinstance(value, str):
@@ -80,17 +100,36 @@ def parse_profile(value: str | dict | Profile) -> Profile:
             return NAMED[name]
         m = _XK.match(name)
         if m:
-            return ConstantProfile(factor=float(m.group(1)))
-        raise ValueError(f"unknown profile {value!r}: expected xK (e.g. x1, x2, x10, x100, x2.5), "
-                         f"{', '.join(n for n in NAMED if not n.startswith('x'))}, or a mapping with kind")
+            factor = float(m.group(1))
+            if factor < 1:
+                problem = f"the factor {factor:g} {BELOW_ONE}"
+                raise ProfileError(f"profile {value!r}: {problem}", problem)
+            return ConstantProfile(factor=factor)
+        expected = (f"expected xK with K >= 1 (e.g. x1, x2, x10, x100, x2.5), "
+                    f"{', '.join(n for n in NAMED if not n.startswith('x'))}, or a mapping with kind")
+        raise ProfileError(f"unknown profile {value!r}: {expected}", f"unknown profile: {expected}")
     if isinstance(value, dict):
         kind = value.get("kind", "constant")
-        if kind == "constant":
-            return ConstantProfile(**value)
-        if kind == "gamma":
-            return GammaProfile(**value)
-        raise ValueError(f"unknown profile kind {kind!r}: expected 'constant' or 'gamma'")
+        model = {"constant": ConstantProfile, "gamma": GammaProfile}.get(kind)
+        if model is None:
+            raise ValueError(f"unknown profile kind {kind!r}: expected 'constant' or 'gamma'")
+        try:
+            return model(**value)
+        except ValidationError as exc:  # one line, not pydantic's block
+            problem = _problems(exc)
+            raise ProfileError(f"profile {value!r}: {problem}", problem) from None
     raise ValueError(f"a profile is a name like 'x10' or a mapping, not {type(value).__name__}")
+
+
+def _problems(exc: ValidationError) -> str:
+    out = []
+    for e in exc.errors():
+        where = ".".join(str(part) for part in e["loc"])
+        if e["type"] == "greater_than_equal" and e.get("ctx", {}).get("ge") == 1.0:
+            out.append(f"{where} {e.get('input')!r} {BELOW_ONE}")
+        else:
+            out.append(f"{where}: {e['msg']}")
+    return "; ".join(out)
 
 
 @dataclass

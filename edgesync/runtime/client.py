@@ -25,8 +25,8 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction
-from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S,
-                                RECONNECT_MAX_S)
+from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S,
+                                RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
@@ -38,7 +38,7 @@ from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
 from edgesync.transport.security import ClientKeys
-from edgesync.transport.sockets import ClientSocket
+from edgesync.transport.sockets import ClientSocket, ConnectWait
 
 log = logging.getLogger("edgesync.client")
 
@@ -143,16 +143,23 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
 
 
 class EdgeClient:
+    """`connect_timeout_s`: how long the coordinator may say nothing before joining (ConnectWait). A bad
+    profile or device name is a ValueError; a device this machine lacks is told to the coordinator (a
+    fatal ERROR after HELLO, for it to abort naming this client), then a ClientFailed."""
+
     def __init__(self, connect: str, rank: int | None = None, profile: str | None = None,
-                 device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None):
+                 device: str | None = None, data_root: str | None = None, keys: ClientKeys | None = None,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S):
         if profile is not None:
             parse_profile(profile)  # fail here, before connecting, on a typo
+        self.device_problem: str | None = None  # why this machine cannot use `device`
         if device is not None:
             try:
-                resolve_device(device)  # and on a device this machine does not have
+                resolve_device(device)  # a malformed name is a ValueError
             except RuntimeError as exc:
-                raise ValueError(str(exc)) from None
+                self.device_problem = f"client cannot use device {device}: {exc}"
         self.connect = connect
+        self.connect_timeout_s = connect_timeout_s
         self.wish_rank = rank
         self.wish_profile = profile
         self.device_override = device
@@ -177,12 +184,21 @@ class EdgeClient:
 
     def _hello(self) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
-        device = str(resolve_device(self.device_override)) if self.device_override else "cpu"
-        return protocol.hello(rank, self.wish_profile, host_info(device), self.instance)
+        if self.device_problem is not None:  # the device asked for, though unusable: the ERROR after HELLO says why
+            info = {**host_info("cpu"), "device": self.device_override}
+        else:
+            info = host_info(str(resolve_device(self.device_override)) if self.device_override else "cpu")
+        return protocol.hello(rank, self.wish_profile, info, self.instance)
 
     def _serve(self) -> None:
         self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
         self.ctx.sock.send(self._hello())
+        wait = ConnectWait(self.connect, self.connect_timeout_s)  # says it waits, until joined or timed out
+        if self.device_problem is not None:
+            try:
+                self._report_unusable_device(wait)
+            finally:
+                self.ctx.sock.close()
         try:
             while True:
                 sock = self.ctx.sock
@@ -202,14 +218,30 @@ class EdgeClient:
                     continue
                 silent = time.monotonic() - sock.last_recv
                 if self.rank is None:  # not joined yet: the coordinator may still be starting
-                    if silent > CLIENT_IDLE_TIMEOUT_S:
-                        raise ClientFailed(f"no word from the coordinator at {self.connect} for {silent:.0f} s")
+                    if (gave_up := wait.check(sock, silent)) is not None:
+                        sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now
+                        raise ClientFailed(gave_up)
                     continue
                 self.ctx.heartbeat()
                 if silent > self.timeout_s:
                     self._reconnect(f"no word from the coordinator for {silent:.0f} s")
         finally:
             self.ctx.sock.close()
+
+    def _report_unusable_device(self, wait: ConnectWait) -> None:
+        """After HELLO, a fatal ERROR saying why this client cannot train; it waits (up to the connect
+        timeout) for the coordinator's answer, so the ERROR is known to have reached it, then fails."""
+        sock, started = self.ctx.sock, time.monotonic()
+        sock.send(protocol.error(self.device_problem, fatal=True))
+        failed = f"--device {self.device_override}: {self.device_problem}"
+        while (gave_up := wait.check(sock, time.monotonic() - started)) is None:
+            try:
+                if sock.recv(HEARTBEAT_INTERVAL_S) is not None:
+                    raise ClientFailed(f"{failed} (the coordinator at {self.connect} was told)")
+            except ProtocolError:
+                raise ClientFailed(f"{failed} (the coordinator at {self.connect} was told)") from None
+        sock.close(linger_ms=0)  # nobody to deliver HELLO and ERROR to
+        raise ClientFailed(f"{failed}; it could not tell the coordinator: {gave_up}")
 
     def _reconnect(self, why: str) -> None:
         """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
@@ -231,8 +263,8 @@ class EdgeClient:
                 return
             sock.close(linger_ms=0)
             if time.monotonic() > deadline:
-                raise ClientFailed(f"the coordinator at {self.connect} did not come back within "
-                                   f"{RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
+                raise ClientFailed(f"--connect {self.connect}: gave up as client {self.rank}: the coordinator "
+                                   f"did not come back within {RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
             time.sleep(delay)
             delay = min(2 * delay, RECONNECT_MAX_S)
 

@@ -14,13 +14,14 @@ key or mismatched security is an error rather than silence.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections import defaultdict
 
 import zmq
 
-from edgesync.constants import MAX_MESSAGE_BYTES
+from edgesync.constants import CONNECT_REPORT_EVERY_S, MAX_MESSAGE_BYTES
 from edgesync.emulation.links import Link
 from edgesync.transport.handshake import HandshakeWatch
 from edgesync.transport.pacing import Pacer
@@ -37,6 +38,26 @@ _ZERO_COPY_MIN_BYTES = 64 * 1024
 _RCVMORE, _SNDMORE = int(zmq.RCVMORE), int(zmq.SNDMORE)
 # While a client waits for its first handshake, how often it looks at the handshake's events.
 _HANDSHAKE_CHECK_S = 0.05
+
+
+class BindFailed(zmq.ZMQError):
+    """The coordinator cannot listen at its address; the message says why, on one line."""
+
+
+def _bind_failed(address: str, exc: zmq.ZMQError) -> BindFailed:
+    port = address.rsplit(":", 1)[-1]
+    if exc.errno == zmq.EADDRINUSE:
+        why = (f"the address is in use: another program (another coordinator?) listens on port {port}; "
+               "stop it or choose another port")
+    elif exc.errno == zmq.EADDRNOTAVAIL:
+        why = "this machine has no such IP address (0.0.0.0 listens on every interface)"
+    elif exc.errno == errno.ENODEV:
+        why = "no such host name, IP address or network interface on this machine"
+    elif exc.errno == errno.EACCES:
+        why = f"not allowed to listen on port {port} (ports below 1024 need root): choose another port"
+    else:
+        why = f"cannot listen there ({exc.strerror})"
+    return BindFailed(exc.errno, f"{address}: {why}")
 
 
 def _frames_size(frames) -> int:
@@ -113,6 +134,7 @@ class CoordinatorSocket:
     """ROUTER bound at `address`. Peers are identified by ZeroMQ routing ids (bytes).
 
     With `keys`, a CURVE server whose ZAP handler admits the allow-list's keys (on a context of its own).
+    An address it cannot listen at is a `BindFailed` that says why.
     """
 
     def __init__(self, address: str, context: zmq.Context | None = None, keys: ServerKeys | None = None):
@@ -128,7 +150,10 @@ class CoordinatorSocket:
             if keys is not None:
                 self.auth = start_authenticator(self.context, keys.allow_dir)
                 make_curve_server(self.sock, keys)
-            self.sock.bind(address)
+            try:
+                self.sock.bind(address)
+            except zmq.ZMQError as exc:
+                raise _bind_failed(address, exc) from None
         except BaseException:
             self._close_context()
             raise
@@ -224,6 +249,12 @@ class ClientSocket:
         self.pacer = Pacer()
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
 
+    @property
+    def reached(self) -> bool:
+        """Whether a ZeroMQ handshake with the other end has succeeded: something that speaks ZeroMQ
+        listens there (known once `recv` has been called). Before, nothing may be listening at all."""
+        return self._handshake is None
+
     def set_link(self, link: Link, seed: int = 0) -> None:
         """Emulate `link` on everything this client sends from now on (its uplink)."""
         self.pacer.set_link(None, link, seed)
@@ -279,3 +310,33 @@ class ClientSocket:
         if self._handshake is not None:
             self._handshake.close()
         self.sock.close(linger=linger_ms)
+
+
+class ConnectWait:
+    """A client's wait for the coordinator's first word: `check` logs every `every_s` that it is still
+    waiting (address, seconds, whether anything answers there) and, past `timeout_s`, returns the
+    one-line reason to give up (`--connect-timeout`)."""
+
+    def __init__(self, address: str, timeout_s: float, every_s: float = CONNECT_REPORT_EVERY_S):
+        self.address, self.timeout_s, self.every_s = address, timeout_s, every_s
+        self._next = every_s
+        logging.getLogger("edgesync.client").info(
+            "connecting to the coordinator at %s (giving up after %.0f s without an answer: --connect-timeout)",
+            address, timeout_s)
+
+    def check(self, sock: ClientSocket, silent_s: float) -> str | None:
+        """`silent_s`: seconds without a word from the coordinator (it resets when one comes)."""
+        if silent_s >= self.timeout_s:
+            what = ("it accepted the connection but never answered HELLO" if sock.reached else
+                    "nothing answered there: is the coordinator running, and are host and port right?")
+            return (f"--connect {self.address}: gave up after {silent_s:.0f} s "
+                    f"(--connect-timeout {self.timeout_s:g}): {what}")
+        if silent_s < self._next - self.every_s:  # the coordinator spoke meanwhile
+            self._next = silent_s + self.every_s
+        elif silent_s >= self._next:
+            self._next = silent_s + self.every_s
+            what = "it has not answered HELLO yet" if sock.reached else "nothing answers there yet"
+            logging.getLogger("edgesync.client").info(
+                "waiting for the coordinator at %s: %.0f s of %.0f s, %s (--connect-timeout)",
+                self.address, silent_s, self.timeout_s, what)
+        return None

@@ -6,7 +6,9 @@ coefficient of variation 1/√α, and α = 1/V² is chosen so that the CV is V.
 import numpy as np
 import pytest
 
-from edgesync.emulation.profiles import NAMED, ConstantProfile, FactorSampler, GammaProfile, parse_profile
+from edgesync.emulation.profiles import (
+    NAMED, ConstantProfile, FactorSampler, GammaProfile, ProfileError, parse_profile,
+)
 
 
 def _cv(values) -> float:
@@ -66,6 +68,32 @@ def test_factor_below_one_is_refused(text):
     assert "factor" in str(info.value) and "greater than or equal to 1" in str(info.value)
 
 
+@pytest.mark.parametrize("value, shown", [
+    ("x0.5", "profile 'x0.5': the factor 0.5 must be greater than or equal to 1"),
+    ({"factor": 0.5}, "profile {'factor': 0.5}: factor 0.5 must be greater than or equal to 1"),
+    ({"kind": "gamma", "mean": 0.5}, "mean 0.5 must be greater than or equal to 1"),
+])
+def test_one_rule_for_factors_below_one_in_every_form(value, shown):
+    """A constant factor and a gamma mean below 1 are refused alike, on one line that says why."""
+    with pytest.raises(ValueError) as info:
+        parse_profile(value)
+    text = str(info.value)
+    assert shown in text and "nothing emulates a faster device" in text and "\n" not in text
+
+
+def test_a_profile_error_says_the_problem_apart_from_the_value():
+    with pytest.raises(ProfileError) as info:
+        parse_profile("x0")
+    assert info.value.problem.startswith("the factor 0 must be greater than or equal to 1")
+    with pytest.raises(ProfileError) as info:
+        parse_profile("fast")
+    assert info.value.problem.startswith("unknown profile: expected xK with K >= 1")
+
+
+def test_a_gamma_mean_of_one_is_allowed():
+    assert parse_profile({"kind": "gamma", "mean": 1}) == GammaProfile(mean=1.0)
+
+
 @pytest.mark.parametrize("value, needle", [
     ("x", "unknown profile 'x'"),
     ("x-2", "unknown profile 'x-2'"),
@@ -80,7 +108,7 @@ def test_factor_below_one_is_refused(text):
 def test_other_bad_profiles(value, needle):
     with pytest.raises(ValueError) as info:
         parse_profile(value)
-    assert needle in str(info.value)
+    assert needle in str(info.value) and "\n" not in str(info.value)  # one line, never pydantic's block
 
 
 def test_every_named_profile_parses_to_itself():
