@@ -115,7 +115,9 @@ class Membership:
             elif identity not in self.ranks:
                 self.say_hello_first(identity, msg, "")
             elif msg.type == T.ERROR and msg.meta.get("fatal"):  # e.g. it cannot use its device: say so now
-                raise RunAborted(f"client {self.ranks[identity]} cannot take part: {msg.meta.get('reason')}")
+                rank = self.ranks[identity]
+                raise RunAborted(f"client {rank} (on {self.peers[rank].info.get('host') or 'an unnamed host'}) "
+                                 f"cannot take part: {msg.meta.get('reason')}")
             elif msg.type != T.HEARTBEAT:
                 self.reject(identity, f"{msg.type} while clients join")
         progress.status(f"{want} clients joined")

@@ -123,3 +123,23 @@ def test_a_peer_sending_garbage_in_a_loop_cannot_fill_the_log(loopback, caplog):
     run.add_client(rank=1)
     run.join()
     assert run.error is None, run.error
+
+
+def test_a_client_that_cannot_take_part_aborts_the_join_at_once_naming_it(loopback):
+    """A client that cannot use its device says HELLO, then a fatal ERROR (what `edgesync client --device
+    cuda:0` does on a machine without a GPU): the run aborts at once naming it, not after JOIN_TIMEOUT_S;
+    the clients that joined are told why."""
+    from raw_client import RawClient
+    from edgesync.transport import protocol
+    run = loopback(clients=["x1", "x1", "x1"])
+    run.start(clients=1)
+    raw = RawClient(run.coordinator.address)
+    raw.send(protocol.hello(1, None, {"host": "lab-7", "device": "cuda:0"}))
+    raw.expect("WELCOME")
+    started = time.monotonic()
+    raw.send(protocol.error("client cannot use device cuda:0: no usable CUDA GPU", fatal=True))
+    run.join(30)
+    assert time.monotonic() - started < 5
+    assert "client 1 (on lab-7) cannot take part: client cannot use device cuda:0" in str(run.error)
+    assert any(isinstance(e, ClientFailed) and "the run was aborted: client 1 (on lab-7)" in str(e)
+               for e in run.client_errors), run.client_errors
