@@ -129,7 +129,20 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                   "--overwrite[/red]", highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
-    from edgesync.runtime.runs import RunFolderExists, claim_run_folder, log_to, run_folder, run_scenario
+    from edgesync.runtime.runs import log_to, run_scenario
+    run_dir = _claim(sc, out_dir, resume, overwrite)
+    log_to(run_dir, verbose)
+    err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
+              f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
+              f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
+    _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
+                                                  curve=curve, claimed=True))
+
+
+def _claim(sc, out_dir: Path | None, resume: Path | None, overwrite: bool) -> Path:
+    """The run folder for this command, claimed before anything is written to it: one that holds a run
+    only with --resume, or moved aside with --overwrite; exits 2 otherwise, every file left as it was."""
+    from edgesync.runtime.runs import RunFolderExists, claim_run_folder, run_folder
     try:
         run_dir = resume or run_folder(sc, out_dir)
         if moved := claim_run_folder(run_dir, resume is not None, overwrite):
@@ -137,12 +150,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     except RunFolderExists as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
-    log_to(run_dir, verbose)
-    err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
-              f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
-              f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
-    _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
-                                                  curve=curve, overwrite=overwrite))
+    return run_dir
 
 
 def _run_and_report(run_dir: Path, start) -> None:
@@ -226,17 +234,14 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
     keys = _server_keys(curve_secret, allow)
-    sockets: list = [_listen(bind, keys)]  # one socket for every variant: the clients stay connected to it
+    sock = _listen(bind, keys)  # one socket for every variant: the clients stay connected to it
     from edgesync.runtime.coordinator import Coordinator
-    from edgesync.runtime.runs import RunFolderExists, claim_run_folder, log_to, run_experiment, run_folder
+    from edgesync.runtime.runs import log_to, run_experiment
     try:
-        run_dir = resume or run_folder(sc, out_dir)
-        if moved := claim_run_folder(run_dir, resume is not None, overwrite):
-            err.print(f"--overwrite: the earlier run in {run_dir} was moved to {moved}", highlight=False)
-    except RunFolderExists as exc:
-        sockets[0].close()
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
+        run_dir = _claim(sc, out_dir, resume, overwrite)
+    except typer.Exit:
+        sock.close()
+        raise
     log_to(run_dir, verbose=True)
     hint = (f"--curve-secret CLIENT.key_secret --server-key {curve_secret.with_suffix('.key').name}" if keys else "")
 
@@ -244,7 +249,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         # Each variant has its own coordinator on the one socket. The clients, told nothing between
         # variants, are unknown to the next coordinator and asked to say HELLO again (as after a restart).
         last = variant.tag == variants[-1].tag
-        coord = Coordinator(variant.scenario, recorder, progress=display, sock=sockets[0], shutdown_clients=last)
+        coord = Coordinator(variant.scenario, recorder, progress=display, sock=sock, shutdown_clients=last)
         coord.checkpoints = checkpoints
         port = coord.address.rsplit(':', 1)[-1]
         how = ("CURVE, admitting the keys in " + str(keys.allow_dir) if keys else
@@ -260,16 +265,15 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         err.print(f"[red]{scenario or resume}: the sweep changes the number of clients, but the coordinator's clients "
                   "serve every variant: run it with `edgesync run`, or one coordinator per count[/red]",
                   highlight=False)
-        sockets[0].close()
+        sock.close()
         raise typer.Exit(2)
 
     def start() -> dict:
         try:
             return run_experiment(sc, run_dir, run_variant, progress=not quiet, resume=resume is not None,
-                                  overwrite=overwrite)
+                                  claimed=True)
         finally:
-            for sock in sockets:
-                sock.close()
+            sock.close()
 
     _run_and_report(run_dir, start)
 

@@ -119,7 +119,7 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
         finally:
             coordinator.close()
 
-    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=resume, overwrite=overwrite)
+    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=resume, claimed=True)
     for label, s in summary.items():
         log.info("%s: final accuracy %s, %s updates, %.0f samples/s", label, s.get("final_acc"), s.get("updates"),
                  s.get("samples_per_s") or 0)

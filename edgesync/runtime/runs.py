@@ -33,17 +33,14 @@ RunVariant = Callable[[Variant, RunRecorder, "Checkpointer | None", Progress, di
 
 log = logging.getLogger("edgesync.runs")
 
-# Run folders this process has claimed and not yet started a run in: `run_experiment` takes them as they are.
-_claimed: set[str] = set()
-
-
 class RunFolderExists(RuntimeError):
     """A run folder that holds a run, without `resume` or `overwrite`: nothing was changed in it."""
 
 
 def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
     """`out`, else `output.dir/output.name`, else `output.dir/NAME-TIME`. A default name is made unique
-    (`NAME-TIME-2`, …) and its folder created at once: two runs started in the same second get two folders."""
+    (`NAME-TIME-2`, …) and its folder created, empty, at once: two runs started in the same second get two
+    folders."""
     if out is not None:
         return Path(out)
     if scenario.output.name:
@@ -57,13 +54,8 @@ def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
             path.mkdir()
         except FileExistsError:
             continue
-        _claimed.add(_key(path))
         return path
     raise RunFolderExists(f"{parent / stem}: no free run folder name")
-
-
-def _key(path: Path) -> str:
-    return str(Path(path).resolve())
 
 
 def holds_run(path: Path) -> bool:
@@ -79,11 +71,9 @@ def claim_run_folder(run_dir: Path, resume: bool = False, overwrite: bool = Fals
     """Make `run_dir` this run's: a folder that holds a run is used only to `resume` it, or (`overwrite`)
     moved aside first to `NAME.old-YYYYmmdd-HHMMSS`, never deleted; returns where it went (None: nowhere).
     Without either, RunFolderExists names the folder and `options` (the caller's names of the two) and
-    nothing in it has changed. Claiming twice in one process (a command before its log, then
-    `run_experiment`) does it once."""
+    nothing in it has changed."""
     run_dir = Path(run_dir)
-    if _key(run_dir) in _claimed or resume:
-        _claimed.add(_key(run_dir))
+    if resume:
         return None
     moved = None
     if holds_run(run_dir):
@@ -94,7 +84,6 @@ def claim_run_folder(run_dir: Path, resume: bool = False, overwrite: bool = Fals
     run_dir.mkdir(parents=True, exist_ok=True)
     if holds_run(run_dir):  # another run took it meanwhile
         raise RunFolderExists(f"{run_dir} was just taken by another run: give another --out")
-    _claimed.add(_key(run_dir))
     return moved
 
 
@@ -128,21 +117,22 @@ def log_to(run_dir: Path | None, verbose: bool = True) -> None:
 
 
 def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, progress: bool = True,
-                   resume: bool = False, checkpointed: bool = True, overwrite: bool = False) -> dict:
+                   resume: bool = False, checkpointed: bool = True, overwrite: bool = False,
+                   claimed: bool = False) -> dict:
     """Run every sweep variant of `scenario` into `run_dir` with `run_variant`; returns the summary.
 
     `resume=True` goes on from the folder's checkpoint (runtime/checkpoint.py): finished algorithms and
     variants are skipped and the one in progress restarts from its last checkpoint. Otherwise a folder
     that already holds a run raises RunFolderExists, untouched, unless `overwrite=True` moves it aside
-    (`claim_run_folder`). `checkpointed=False` (the simulator: deterministic, run it again) keeps no
-    checkpoint and refuses `resume`."""
+    (`claim_run_folder`); `claimed=True`: the caller claimed it already (to log into it before the run).
+    `checkpointed=False` (the simulator: deterministic, run it again) keeps no checkpoint and refuses
+    `resume`."""
     if resume and not checkpointed:
         raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     if resume and overwrite:
         raise RunFolderExists("resume or overwrite, not both")
-    if moved := claim_run_folder(run_dir, resume, overwrite):
+    if not claimed and (moved := claim_run_folder(run_dir, resume, overwrite)):
         log.warning("%s held an earlier run: moved to %s", run_dir, moved)
-    _claimed.discard(_key(run_dir))  # claimed once: a second run into it must claim it again
     display = Progress(enabled=progress)
     runs = variants(scenario)
     resolved = scenario.resolved()
@@ -166,10 +156,10 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
 
 
 def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
-                 curve: bool = False, overwrite: bool = False) -> dict:
+                 curve: bool = False, overwrite: bool = False, claimed: bool = False) -> dict:
     """`edgesync run`: every variant and algorithm of `scenario` in its runtime; returns the summary.
     `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links);
-    `resume` and `overwrite` as in `run_experiment`."""
+    `resume`, `overwrite` and `claimed` as in `run_experiment`."""
 
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
@@ -181,7 +171,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
                      checkpoints=checkpoints, curve=curve)
 
     return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=scenario.runtime == "live",
-                          overwrite=overwrite)
+                          overwrite=overwrite, claimed=claimed)
 
 
 def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None = None) -> dict:

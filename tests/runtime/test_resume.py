@@ -216,16 +216,12 @@ def test_default_run_folder_names_are_unique_and_a_named_folder_that_holds_a_run
     run_dir = tmp_path / "named"
     run_dir.mkdir()
     assert runs.claim_run_folder(run_dir) is None  # an empty folder is used as it is
-    runs._claimed.clear()
     (run_dir / "metrics.jsonl").write_text("{}\n")
     with pytest.raises(runs.RunFolderExists, match="resume=true.*overwrite=true"):
         runs.claim_run_folder(run_dir, options=("resume=true", "overwrite=true"))
     assert runs.claim_run_folder(run_dir, resume=True) is None and (run_dir / "metrics.jsonl").exists()
-    runs._claimed.clear()
     moved = runs.claim_run_folder(run_dir, overwrite=True)
     assert moved.name == "named.old-20260102-030405" and (moved / "metrics.jsonl").read_text() == "{}\n"
     assert run_dir.is_dir() and not any(run_dir.iterdir())
-    runs._claimed.clear()
     (run_dir / "metrics.jsonl").write_text("{}\n")
     assert runs.claim_run_folder(run_dir, overwrite=True).name == "named.old-20260102-030405-2"
-    runs._claimed.clear()
