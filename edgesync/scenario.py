@@ -201,6 +201,37 @@ class SimSpec(Strict):
                                               "measured step time per batch size, reused on replay")
 
 
+class EmulationSpec(Strict):
+    """How emulated devices keep their speed when clients share a machine (emulation/device_model.py)."""
+
+    mode: Literal["shared", "fixed", "undisturbed"] | None = Field(
+        None, description="shared: one base step for every ×1 client, slow enough that the clients of each "
+        "host fit in its compute; fixed: base_step_ms; undisturbed: each client's own undisturbed step "
+        "(a core per client); null = fixed if base_step_ms is set, else shared")
+    base_step_ms: float | None = Field(None, gt=0, description="the ×1 device's step time in ms (mode fixed); "
+                                       "the simulator uses it too")
+    headroom: float = Field(0.8, gt=0, le=1, description="shared mode: the fraction of a host's cores "
+                            "the clients' compute may fill")
+    isolation: Literal["auto", "affinity", "cgroup", "none"] = Field(
+        "auto", description="auto: pin a client per core where a host has enough, else a cgroup CPU quota "
+        "(root), else pacing alone; affinity / cgroup / none ask for one")
+    tolerance: float = Field(0.05, gt=0, description="warn when a client's achieved factor is off its "
+                             "target by more than this fraction")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EmulationSpec":
+        if self.mode == "fixed" and self.base_step_ms is None:
+            raise ValueError("emulation.mode fixed needs emulation.base_step_ms (the ×1 device's step in ms)")
+        if self.mode in ("shared", "undisturbed") and self.base_step_ms is not None:
+            raise ValueError(f"emulation.base_step_ms fixes the device speed, but emulation.mode is {self.mode}: "
+                             "drop base_step_ms, or set mode: fixed")
+        return self
+
+    @property
+    def resolved_mode(self) -> str:
+        return self.mode or ("fixed" if self.base_step_ms is not None else "shared")
+
+
 class OutputSpec(Strict):
     dir: str = Field("runs", description="parent folder of run folders")
     name: str | None = Field(None, description="run folder name; default: scenario name + time")
@@ -221,6 +252,7 @@ class Scenario(Strict):
     links: LinksSpec = LinksSpec()
     checkpoint: CheckpointSpec = CheckpointSpec()
     faults: FaultsSpec = FaultsSpec()
+    emulation: EmulationSpec = EmulationSpec()
     sim: SimSpec = SimSpec()
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
@@ -295,6 +327,14 @@ class Scenario(Strict):
         if dup:
             raise ValueError(f"algorithm entries need distinct labels; repeated: {', '.join(dup)} "
                              "(give each a `label:`)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_device_speed(self) -> "Scenario":
+        fixed, sim = self.emulation.base_step_ms, self.sim.base_step_s
+        if fixed is not None and sim is not None and abs(fixed / 1e3 - sim) > 1e-9:
+            raise ValueError(f"two device speeds: emulation.base_step_ms is {fixed:g} ms but sim.base_step_s is "
+                             f"{sim:g} s; keep one (emulation.base_step_ms serves both runtimes)")
         return self
 
     @property

@@ -47,6 +47,33 @@ class NoHook:
         return time.perf_counter() - started  # nothing emulated: the computed step is complete
 
 
+class StepSample:
+    """A uniform sample of a run's step times, every `stride`-th step with at most LIMIT kept (the stride
+    doubles when full): its median is the device's typical step however long the run, in bounded memory."""
+
+    LIMIT = 2048
+
+    def __init__(self, values: list[float] | None = None, stride: int = 1, seen: int = 0):
+        self.values, self.stride, self.seen = list(values or []), stride, seen
+
+    def add(self, seconds: float) -> None:
+        if self.seen % self.stride == 0:
+            self.values.append(seconds)
+            if len(self.values) >= self.LIMIT:
+                del self.values[1::2]
+                self.stride *= 2
+        self.seen += 1
+
+    def median(self) -> float | None:
+        return float(np.median(self.values)) if self.values else None
+
+    def state_dict(self) -> dict:
+        return {"values": list(self.values), "stride": self.stride, "seen": self.seen}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StepSample) and self.state_dict() == other.state_dict()
+
+
 @dataclass
 class TrainerStats:
     steps: int = 0
@@ -54,6 +81,7 @@ class TrainerStats:
     compute_s: float = 0.0  # computation plus injected throttling delay: the emulated device's time
     last_step_s: float = 0.0
     aborted_steps: int = 0  # interruptible steps cut short (their gradients were dropped)
+    step_times: StepSample = field(default_factory=StepSample)  # each finished step's time, sampled
 
 
 @dataclass
@@ -173,3 +201,4 @@ class Trainer:
         self.stats.samples += samples
         self.stats.compute_s += elapsed
         self.stats.last_step_s = elapsed
+        self.stats.step_times.add(elapsed)

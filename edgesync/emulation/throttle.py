@@ -1,6 +1,7 @@
 """Live-runtime throttling: make each training step last `factor × reference` seconds.
 
-The reference is the client's undisturbed step time, measured once before training. Sleeping
+The reference is the ×1 device's step time: the run's base step (emulation/device_model.py), or in
+`undisturbed` mode the client's own undisturbed step time, measured once before training. Sleeping
 against that fixed reference (rather than "sleep (k−1) × this step's time") keeps the achieved
 slowdown within a few percent: noise in one step's computation does not get multiplied by k.
 Factors below 1 cannot make the hardware faster; such steps run at full speed (reported).
@@ -8,11 +9,11 @@ Factors below 1 cannot make the hardware faster; such steps run at full speed (r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from edgesync.emulation.profiles import FactorSampler, Profile
-from edgesync.trainer import Interrupt, StepAborted
+from edgesync.trainer import Interrupt, StepAborted, StepSample
 
 
 IDLE_EVERY_S = 0.5  # how often a long sleep wakes for `idle` (the live client's heartbeat)
@@ -39,6 +40,7 @@ class Throttle:
     target_s_total: float = 0.0  # what the profile asked for, summed over steps
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
     idle: Callable[[], None] | None = None  # called during long sleeps (heartbeats)
+    targets: StepSample = field(default_factory=StepSample)  # each finished step's target, sampled
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         target = self.sampler.next() * self.reference_s
@@ -50,6 +52,7 @@ class Throttle:
             self.target_s_total += elapsed
             raise StepAborted(elapsed)  # the emulated device stops now: the step never finished
         self.target_s_total += target
+        self.targets.add(target)
         sleep_until(started + target, self.idle)
         return time.perf_counter() - started
 

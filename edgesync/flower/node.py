@@ -44,7 +44,7 @@ from edgesync.runtime.accounting import ClientClock, client_totals
 from edgesync.runtime.client import Session, build_session
 from edgesync.runtime.evaluator import evaluate
 from edgesync.runtime.step_time import measure_step_s
-from edgesync.trainer import TrainerStats
+from edgesync.trainer import StepSample, TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info
 
@@ -69,7 +69,7 @@ class FlowerNode:
         self.device = cfg.get("device")
         self.data_root = cfg.get("data-root")
         saved = records.get(self.state, NODE)
-        self.node: dict[str, Any] = saved[0] if saved else {"reference_s": {}}
+        self.node: dict[str, Any] = saved[0] if saved else {"reference_s": {}, "base_s": {}}
         self.order: np.ndarray | None = saved[1]["order"].numpy() if saved and "order" in saved[1] else None
 
     # -- dispatch ----------------------------------------------------------------------------------
@@ -101,7 +101,8 @@ class FlowerNode:
         records.put(self.state, HALF, {})
         self.node.update(clock=ClientClock().state_dict(), draws=0, sampler=None,
                          totals={"steps": 0, "samples": 0, "compute_s": 0.0, "overhead_s": 0.0, "target_s": 0.0,
-                                 "aborted_steps": 0})
+                                 "aborted_steps": 0, "step_times": StepSample().state_dict(),
+                                 "factors": StepSample().state_dict()})
         self.order = None
         self._session(throttled=False)  # builds the trainer: a missing dataset or a bad config fails now
         self._save_node()
@@ -113,8 +114,12 @@ class FlowerNode:
         if key not in self.node["reference_s"]:  # measured once per run, as the ZeroMQ client caches it
             self.node["reference_s"][key] = measure_step_s(session.trainer)
             self._save_session(session)  # its batches were drawn: sampling goes on after them
-            self._save_node()
-        return protocol.calibrated(self.node["reference_s"][key]), None
+        if request.meta.get("base_s") is not None:  # the ×1 step to pace at (0: the undisturbed one)
+            self.node.setdefault("base_s", {})[key] = float(request.meta["base_s"])
+        self._save_node()
+        # a ClientApp process lives for one message: there is no process to pin or cap for the run
+        return protocol.calibrated(self.node["reference_s"][key], str(session.trainer.device),
+                                   "none: Flower runs each message in its own ClientApp process"), None
 
     def train(self, request: Message, started: float):
         session = self._session()
@@ -153,14 +158,16 @@ class FlowerNode:
             session.algorithm.load_state_dict({**half_meta, **half_tensors})
         if self.node.get("sampler") is not None and self.order is not None:
             session.trainer.load_sampler_state({**self.node["sampler"], "order": self.order})
-        reference = self.node["reference_s"].get(self._model_key(session))
-        if throttled and needs_throttle(session.sampler):
+        key = self._model_key(session)
+        reference = self.node["reference_s"].get(key)
+        base = self.node.get("base_s", {}).get(key) or reference
+        if throttled and (needs_throttle(session.sampler) or base != reference):
             if reference is None:  # not calibrated by the coordinator: measure now (with company)
-                reference = self.node["reference_s"][self._model_key(session)] = measure_step_s(session.trainer)
+                reference = base = self.node["reference_s"][key] = measure_step_s(session.trainer)
             if isinstance(session.sampler.profile, GammaProfile):
                 for _ in range(int(self.node.get("draws", 0))):  # go on with this client's factor sequence
                     session.sampler.next()
-            session.throttle = Throttle(session.sampler, reference)
+            session.throttle = Throttle(session.sampler, base)
             session.trainer.hook = session.throttle
         return session
 
@@ -175,8 +182,10 @@ class FlowerNode:
         totals["samples"] += st.samples
         totals["compute_s"] += st.compute_s
         totals["aborted_steps"] += st.aborted_steps
+        _merge(totals, "step_times", st.step_times)
         if session.throttle is not None:
             totals["target_s"] += session.throttle.target_s_total
+            _merge(totals, "factors", session.throttle.factors)
             self.node["draws"] = int(self.node.get("draws", 0)) + st.steps + st.aborted_steps
 
     def _save_node(self) -> None:
@@ -192,8 +201,20 @@ class FlowerNode:
         Grid socket answers END with the last ones: a node is not asked again after its last update)."""
         t = self.node["totals"]
         reference = self.node["reference_s"].get(self._model_key(session))
-        stats = TrainerStats(steps=t["steps"], samples=t["samples"], compute_s=t["compute_s"])
+        stats = TrainerStats(steps=t["steps"], samples=t["samples"], compute_s=t["compute_s"],
+                             step_times=StepSample(**t["step_times"]))
+        throttle = session.throttle
         out = client_totals(stats, clock, time.time(), str(session.trainer.device), reference,
-                            target_s=t["target_s"] if session.throttle is not None else None,
-                            gpu=protocol.gpu_name(session.trainer.device))
+                            StepSample(**t["factors"]) if throttle is not None else None,
+                            gpu=protocol.gpu_name(session.trainer.device),
+                            base_s=throttle.reference_s if throttle is not None else None,
+                            isolation="none: Flower runs each message in its own ClientApp process")
         return {"label": session.label, **out, "overhead_s": round(t["overhead_s"], 4)}
+
+
+def _merge(totals: dict[str, Any], key: str, sample: StepSample) -> None:
+    """Add one message's sampled step times (or factors) to the algorithm's running sample."""
+    merged = StepSample(**totals[key])
+    for value in sample.values:
+        merged.add(value)
+    totals[key] = merged.state_dict()

@@ -130,6 +130,8 @@ def format_report(run: RunData) -> str:
     lines += ["## Comparison", "", *_comparison_table(run), ""]
     lines += [_notes(run), ""]
     lines += ["## Clients", "", *_clients_table(run), ""]
+    if any(r.get("achieved_factor") is not None for r in run.clients):
+        lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *_fidelity_table(run), ""]
     lines += ["## Plots", ""]
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]
@@ -266,6 +268,30 @@ def _clients_table(run: RunData) -> list[str]:
              _text(_device(r)), secs(num(r.get("compute_s"))), secs(num(r.get("wait_s"))),
              _fixed(compute_ratio(r), 2), _int(r.get("steps")), _int(r.get("samples"))] for r in rows]
     return _md_table(header, body, align="lrlllrrrrr")
+
+
+FIDELITY_NOTE = ("Each client's slowdown relative to the fastest profile's clients in the same entry: achieved "
+                 "= its median step time over theirs, target = its profile's median factor over theirs. Base "
+                 "step: the ×1 device's step time the run paced at; isolation: how the client's process was "
+                 "pinned or capped.")
+
+
+def _fidelity_table(run: RunData) -> list[str]:
+    order = {label: i for i, label in enumerate(run.labels)}
+    rows = sorted((r for r in run.clients if r.get("achieved_factor") is not None),
+                  key=lambda r: (order.get(str(r.get("algorithm")), len(order)), sort_key(r.get("client"))))
+    header = ["Entry", "Client", "Profile", "Host", "Base step (ms)", "Median step (ms)", "Target ×", "Achieved ×",
+              "Error", "Isolation"]
+    ms = lambda v: _fixed(None if num(v) is None else num(v) * 1e3, 2)
+    body = [[_code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
+             ms(r.get("base_step_s")), ms(r.get("median_step_s")), _fixed(r.get("target_factor"), 2),
+             _fixed(r.get("achieved_factor"), 2), _pct(r.get("fidelity_error")), _text(r.get("isolation"))]
+            for r in rows]
+    return _md_table(header, body, align="lrllrrrrrl")
+
+
+def _pct(value: Any) -> str:
+    return NONE if num(value) is None else f"{num(value):+.1%}"
 
 
 def _device(row: dict) -> str | None:

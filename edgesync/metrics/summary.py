@@ -10,6 +10,8 @@ Definitions (docs: ALGORITHMS.md, "Metrics"), for the rows of one label in recor
     duration_s         time_s of the last evaluation
     samples_per_s      samples / duration_s;   bytes_per_s = (bytes_up + bytes_down) / duration_s
     compute_ratio_mean mean over the label's clients of compute_s / wall_s
+    fidelity_max_error the largest |fidelity_error| of the label's clients: how far the slowdown a client
+                       achieved relative to the fastest clients is from its target (metrics/fidelity.py)
     speedup_vs         (only with a baseline) baseline's time_to_target_s / this label's
     evals              how many evaluations were recorded
 
@@ -49,7 +51,10 @@ def summarize(
     for label in labels:
         evals = [r for r in metrics if r.get("algorithm") == label]
         entry = _summarize_evals(evals, target_acc)
-        entry["compute_ratio_mean"] = compute_ratio_mean([r for r in clients if r.get("algorithm") == label])
+        rows = [r for r in clients if r.get("algorithm") == label]
+        entry["compute_ratio_mean"] = compute_ratio_mean(rows)
+        errors = [abs(r["fidelity_error"]) for r in rows if isinstance(r.get("fidelity_error"), (int, float))]
+        entry["fidelity_max_error"] = max(errors) if errors else None
         entry["diverged"] = any(r.get("diverged") for r in evals)
         logged = [r for r in updates or () if r.get("algorithm") == label]
         for key in ("lag", "gap", "gap_normalized"):

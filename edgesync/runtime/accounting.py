@@ -16,10 +16,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgesync.algorithms.base import AlgorithmConfig
+from edgesync.metrics import fidelity
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import StopSpec
-from edgesync.trainer import TrainerStats
+from edgesync.trainer import StepSample, TrainerStats
 
 TIME_DIGITS = 6  # time stamps in every row: µs, finer than any runtime's clock is meaningful
 
@@ -83,7 +84,7 @@ class AlgorithmAccount:
             self.recorder.log_updates([{"algorithm": self.key, "time_s": stamp, **r} for r in rows])
 
     # -- clients.jsonl -----------------------------------------------------------------------------
-    def log_client(self, rank: int, profile: str, totals: dict[str, Any], bytes_up: int, bytes_down: int,
+    def client_row(self, rank: int, profile: str, totals: dict[str, Any], bytes_up: int, bytes_down: int,
                    host: str | None = None, device: str | None = None, gpu: str | None = None, refused: int = 0,
                    lost: int = 0, rejoined: int = 0, error: str | None = None) -> dict[str, Any]:
         """One client's row: its totals (`client_totals`, as STATS carries them) and what the runtime counted."""
@@ -92,17 +93,26 @@ class AlgorithmAccount:
             "device": totals.get("device", device), "compute_s": totals.get("compute_s"),
             "wait_s": totals.get("wait_s"), "wall_s": totals.get("wall_s"), "steps": totals.get("steps"),
             "samples": totals.get("samples"), "bytes_up": bytes_up, "bytes_down": bytes_down,
-            "reference_step_s": totals.get("reference_s"), "target_factor": totals.get("target_factor"),
-            "achieved_factor": totals.get("achieved_factor"), "refused": refused, "lost": lost,
-            "rejoined": rejoined,
+            "reference_step_s": totals.get("reference_s"), "base_step_s": totals.get("base_s"),
+            "median_step_s": totals.get("median_step_s"), "median_factor": totals.get("median_factor"),
+            "target_factor": None, "achieved_factor": None, "fidelity_error": None,
+            "isolation": totals.get("isolation"), "refused": refused, "lost": lost, "rejoined": rejoined,
             # STATS name the device the client trained on (the scenario's unless its --device overrode it)
             # and its GPU; HELLO, sent before SETUP, knows only the override
             "gpu": totals.get("gpu") if "device" in totals else gpu,
         }
         if error is not None:
             row["error"] = error
-        self.recorder.log_client(row)
         return row
+
+    def write_clients(self, rows: list[dict[str, Any]], tolerance: float = 0.05) -> float | None:
+        """Every client's row for this algorithm, with its factors relative to the fastest clients
+        (metrics/fidelity.py; a warning for each one off by more than `tolerance`): returns the largest error."""
+        worst = fidelity.annotate(rows)
+        fidelity.warn_if_off(self.key, rows, tolerance)
+        for row in rows:
+            self.recorder.log_client(row)
+        return worst
 
 
 @dataclass
@@ -136,18 +146,18 @@ class ClientClock:
 
 
 def client_totals(stats: TrainerStats, clock: ClientClock, end: float, device: str, reference_s: float | None,
-                  target_s: float | None = None, wall_end: float | None = None,
-                  gpu: str | None = None) -> dict[str, Any]:
-    """What a client reports for an algorithm (STATS): steps, samples, compute, wait and wall seconds, and —
-    for an emulated device — the slowdown its profile asked for (`target_s` over its steps) and the one
-    it achieved (compute over its steps), both relative to its undisturbed step time `reference_s`.
-    `wall_end` is when its last step ended if after `end` (a step running at the end is finished); `gpu`
-    names the GPU it trained on, if any."""
-    out: dict[str, Any] = {"steps": stats.steps, "samples": stats.samples, "compute_s": round(stats.compute_s, 6),
-                           "wait_s": round(clock.wait_until(end), 6),
-                           "wall_s": round(clock.wall_until(max(end, wall_end or end)), 6), "device": device,
-                           "gpu": gpu, "reference_s": reference_s}
-    if target_s is not None and stats.steps and reference_s:
-        out["target_factor"] = round(target_s / stats.steps / reference_s, 4)
-        out["achieved_factor"] = round(stats.compute_s / stats.steps / reference_s, 4)
-    return out
+                  factors: StepSample | None = None, wall_end: float | None = None, gpu: str | None = None,
+                  base_s: float | None = None, isolation: str | None = None) -> dict[str, Any]:
+    """What a client reports for an algorithm (STATS): steps, samples, compute, wait and wall seconds; its
+    undisturbed step `reference_s`, the ×1 step `base_s` its throttle used, the median of its steps' times
+    and of the factors its profile drew (`factors`, None: no throttle, ×1) for the coordinator's fidelity
+    figures, and how its process was isolated. `wall_end` is when its last step ended if after `end` (a
+    step running at the end is finished); `gpu` names the GPU it trained on, if any."""
+    median_step = stats.step_times.median()
+    median_factor = factors.median() if factors is not None else None
+    return {"steps": stats.steps, "samples": stats.samples, "compute_s": round(stats.compute_s, 6),
+            "wait_s": round(clock.wait_until(end), 6),
+            "wall_s": round(clock.wall_until(max(end, wall_end or end)), 6), "device": device,
+            "gpu": gpu, "reference_s": reference_s, "base_s": base_s,
+            "median_step_s": None if median_step is None else round(median_step, 6),
+            "median_factor": 1.0 if median_factor is None else round(median_factor, 6), "isolation": isolation}

@@ -29,8 +29,10 @@ from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTB
                                 RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
-from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
+from edgesync.emulation import isolation
+from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.runtime.accounting import ClientClock, client_totals
+from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
 from edgesync.runtime.step_time import measure_step_s, warm_up
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device, trainer_seed
 from edgesync.trainer import NoHook, Trainer
@@ -41,77 +43,6 @@ from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket, ConnectWait
 
 log = logging.getLogger("edgesync.client")
-
-
-class ClientFailed(RuntimeError):
-    pass
-
-
-class InstructionAborted(Exception):
-    """The coordinator ended the algorithm (END) while an instruction was still running."""
-
-
-class LiveContext:
-    """The ClientContext of the live runtime: queries are QUERY/REPLY messages on the client's socket.
-
-    Messages other than REPLY that arrive meanwhile are kept for the main loop; END or SHUTDOWN
-    abort the instruction (the coordinator no longer wants its update).
-    """
-
-    def __init__(self, sock: ClientSocket):
-        self.sock = sock
-        self.pending: list[Message] = []
-
-    def heartbeat(self) -> None:
-        """Say we are alive if we have said nothing for a while (called between and inside steps)."""
-        if time.monotonic() - self.sock.last_send >= HEARTBEAT_INTERVAL_S:
-            self.sock.send(protocol.heartbeat())
-
-    def now(self) -> float:
-        return time.perf_counter()
-
-    def query(self, meta: dict) -> dict:
-        self.sock.send(protocol.query(meta))
-        while True:
-            msg = self.sock.recv(CLIENT_IDLE_TIMEOUT_S)
-            if msg is None:
-                raise ClientFailed(f"no reply to a query for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
-            if msg.type == T.REPLY:
-                return msg.meta
-            self._keep(msg)
-
-    def send_query(self, meta: dict) -> None:
-        self.sock.send(protocol.query(meta))
-
-    def replies(self) -> list[dict]:
-        out = []
-        while (msg := self.sock.recv(0)) is not None:
-            if msg.type == T.REPLY:
-                out.append(msg.meta)
-            else:
-                self._keep(msg)
-        return out
-
-    def wait_replies(self, timeout_s: float) -> tuple[list[dict], float]:
-        started = time.perf_counter()
-        deadline = started + timeout_s
-        while (left := deadline - time.perf_counter()) > 0.001:
-            msg = self.sock.recv(min(left - 0.001, HEARTBEAT_INTERVAL_S))  # zmq polls whole ms: spin the last
-            self.heartbeat()
-            if msg is None:
-                continue
-            if msg.type == T.REPLY:
-                return [msg.meta] + self.replies(), time.perf_counter() - started
-            self._keep(msg)
-        sleep_until(deadline)
-        return [], timeout_s
-
-    def _keep(self, msg: Message) -> None:
-        if msg.type == T.HEARTBEAT:
-            return  # the coordinator is alive; sock.last_recv already says so
-        self.pending.append(msg)
-        if msg.type in (T.END, T.SHUTDOWN):
-            raise InstructionAborted(msg.type)
 
 
 @dataclass
@@ -171,6 +102,8 @@ class EdgeClient:
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
         self._hello_delay = RECONNECT_FIRST_S  # backoff of a HELLO refused for now
         self._warm: set[tuple] = set()  # (model, batch size, device) run once on a GPU already
+        self._isolation: isolation.Isolation | None = None  # how this process is pinned or capped
+        self._isolation_wish: tuple | None = None
         # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
         # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
         self.instance = uuid.uuid4().hex
@@ -181,6 +114,9 @@ class EdgeClient:
             self._serve()
         except HandshakeFailed as exc:
             raise ClientFailed(str(exc)) from None
+        finally:
+            if self._isolation is not None:
+                isolation.release(self._isolation)  # its cgroup folder goes with it
 
     def _hello(self) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
@@ -301,7 +237,7 @@ class EdgeClient:
                 return True
             sock.send(protocol.ready(self.session.label))
         elif msg.type == T.CALIBRATE:
-            sock.send(protocol.calibrated(self._calibrate()))
+            sock.send(self._calibrate(msg.meta))
         elif msg.type == T.TRAIN:
             self._train(sock, msg)
         elif msg.type == T.END:
@@ -345,16 +281,33 @@ class EdgeClient:
         session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat)  # heartbeats between steps
         self.session = session
 
-    def _calibrate(self) -> float:
-        """The undisturbed step time: the median of a few real steps with no throttle."""
+    def _calibrate(self, meta: dict) -> Message:
+        """Measure the undisturbed step time (the median of a few real steps, no throttle; once per model,
+        batch size and device); with `base_s`, also pace the steps at factor × base_s (0: × the undisturbed
+        step) and isolate this process as the coordinator planned (emulation/device_model.py)."""
         s = self.session
         if self._model_key not in self._calibrated:
             self._calibrated[self._model_key] = measure_step_s(s.trainer)
         reference = self._calibrated[self._model_key]
-        if needs_throttle(s.sampler):
-            s.throttle = Throttle(s.sampler, reference, idle=self.ctx.heartbeat)  # and inside long sleeps
-            s.trainer.hook = Beating(s.throttle, self.ctx.heartbeat)
-        return reference
+        if meta.get("base_s") is not None:
+            base = float(meta["base_s"]) or reference
+            if base != reference or needs_throttle(s.sampler):  # an undisturbed ×1 client needs no pacing
+                s.throttle = Throttle(s.sampler, base, idle=self.ctx.heartbeat)  # heartbeats in long sleeps
+                s.trainer.hook = Beating(s.throttle, self.ctx.heartbeat)
+            self._isolate(meta.get("core"), meta.get("cpu_share"), meta.get("isolation") or "auto")
+        detail = self._isolation.detail if self._isolation is not None else None
+        return protocol.calibrated(reference, str(self.device), detail)
+
+    def _isolate(self, core: int | None, cpu_share: float | None, prefer: str) -> None:
+        """Pin or cap this process as asked; a new request replaces the last (undone first)."""
+        wish = (core, cpu_share, prefer)
+        if self._isolation is not None and self._isolation_wish == wish:
+            return
+        if self._isolation is not None:
+            isolation.release(self._isolation)
+        self._isolation = isolation.isolate(cpu_share=cpu_share, core=core, prefer=prefer)
+        self._isolation_wish = wish
+        log.info("isolation: %s", self._isolation.detail)
 
     def _train(self, sock: ClientSocket, msg: Message) -> None:
         s = self.session
@@ -373,9 +326,11 @@ class EdgeClient:
         s = self.session
         if s is None:
             return {}
-        target_s = s.throttle.target_s_total if s.throttle is not None else None
+        throttle = s.throttle
         totals = client_totals(s.trainer.stats, s.clock, time.perf_counter(), str(self.device),
-                               self._calibrated.get(self._model_key), target_s, gpu=gpu_name(self.device))
+                               self._calibrated.get(self._model_key), throttle.factors if throttle else None,
+                               gpu=gpu_name(self.device), base_s=throttle.reference_s if throttle else None,
+                               isolation=self._isolation.detail if self._isolation is not None else None)
         return {"label": s.label, **totals}
 
 

@@ -26,7 +26,6 @@ from typing import Callable, ClassVar
 from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, Send, ServerAlgorithm, Update
 from edgesync.constants import NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S
-from edgesync.emulation.throttle import is_throttled
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.checkpoint import Checkpointer
@@ -292,7 +291,7 @@ class Coordinator:
     def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
         """A lost client spoke. One set up for the algorithm in progress (the same process, paused or cut
         off) is back now; any other (a new process that said HELLO, or one lost in an earlier algorithm)
-        is set up first and back once it answers (READY, then CALIBRATED if throttled)."""
+        is set up first and back once it answers (READY, then CALIBRATED)."""
         owed = self.joining.get(rank)
         if owed is None and self.phases.set_up_for.get(rank) != self.account.key:
             self.joining[rank] = T.READY
@@ -301,9 +300,9 @@ class Coordinator:
         if owed is not None:
             if msg.type != owed:
                 return []
-            if msg.type == T.READY and is_throttled(self.peers[rank].profile):
+            if msg.type == T.READY:  # its step paced as the algorithm's plan says (it measures first if new)
                 self.joining[rank] = T.CALIBRATED
-                self.members.send(rank, protocol.calibrate())
+                self.members.send(rank, self.phases.pace(rank))
                 return []
             if msg.type == T.CALIBRATED:
                 self.peers[rank].info["reference_step_s"] = msg.meta.get("reference_s")

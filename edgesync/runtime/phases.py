@@ -14,7 +14,8 @@ import torch
 
 from edgesync.algorithms.base import AlgorithmConfig
 from edgesync.constants import POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
-from edgesync.emulation.throttle import is_throttled
+from edgesync.emulation.device_model import DevicePlan, PoolClient, plan_devices
+from edgesync.emulation.profiles import FactorSampler
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.membership import Membership, RunAborted
 from edgesync.runtime.progress import Progress
@@ -31,6 +32,7 @@ class Phases:
         self.progress = progress
         self.splits: list[np.ndarray] = []  # every client's training-sample indices (set by the coordinator)
         self.set_up_for: dict[int, str] = {}  # rank → the algorithm its client half was last set up for
+        self.plan: DevicePlan | None = None  # the emulated devices of the algorithm in progress
 
     def send_setup(self, config: AlgorithmConfig, rank: int) -> None:
         sc, peer = self.scenario, self.members.peers[rank]
@@ -50,16 +52,53 @@ class Phases:
         self.collect(T.READY, READY_TIMEOUT_S)
 
     def calibrate_all(self) -> None:
-        """One client at a time, so each measures its undisturbed step time."""
-        members = self.members
-        for rank, peer in sorted(members.peers.items()):
-            if not is_throttled(peer.profile) or rank in members.liveness.lost:
-                continue
+        """Measure each client's undisturbed step one client at a time (each client keeps it for later
+        algorithms), plan the emulated devices (emulation/device_model.py), then tell every client its base
+        step and isolation; the plan and each client's isolation go to the run log."""
+        members, emu = self.members, self.scenario.emulation
+        ranks = [r for r in sorted(members.peers) if r not in members.liveness.lost]
+        for rank in ranks:  # a client answers at once what it measured before (same model and batch size)
             self.progress.status(f"calibrating client {rank}")
             members.send(rank, protocol.calibrate())
             replies = self.collect(T.CALIBRATED, READY_TIMEOUT_S, only={rank})
             if rank in replies:
-                peer.info["reference_step_s"] = replies[rank].get("reference_s")
+                self._note_calibrated(rank, replies[rank])
+        self.plan = plan_devices(self._pool_clients(ranks), emu.resolved_mode, emu.headroom,
+                                 None if emu.base_step_ms is None else emu.base_step_ms / 1e3, emu.isolation)
+        log.info("emulation: %s", self.plan.describe())
+        self.progress.status(f"emulation: {self.plan.describe()}")
+        for rank in members.alive(ranks):
+            members.send(rank, self.pace(rank))
+        for rank, reply in sorted(self.collect(T.CALIBRATED, READY_TIMEOUT_S, only=set(ranks)).items()):
+            self._note_calibrated(rank, reply)
+            log.info("client %d: isolation %s", rank, reply.get("isolation"))
+
+    def pace(self, rank: int) -> protocol.Message:
+        """The CALIBRATE that sets client `rank`'s base step and isolation (also for one that rejoins)."""
+        plan, emu = self.plan, self.scenario.emulation
+        base = 0.0 if plan is None or plan.mode == "undisturbed" else plan.base_s  # 0: its own undisturbed step
+        core = plan.core.get(rank) if plan is not None else None
+        share = plan.cpu_share.get(rank) if plan is not None else None
+        return protocol.calibrate(base, core, share, emu.isolation)
+
+    def _note_calibrated(self, rank: int, reply: dict) -> None:
+        info = self.members.peers[rank].info
+        info["reference_step_s"] = reply.get("reference_s")
+        if reply.get("device"):
+            info["trained_on"] = reply["device"]
+
+    def _pool_clients(self, ranks: list[int]) -> list[PoolClient]:
+        out = []
+        for rank in ranks:
+            peer = self.members.peers[rank]
+            step = peer.info.get("reference_step_s")
+            if not step:
+                continue
+            device = str(peer.info.get("trained_on") or peer.info.get("device") or "cpu")
+            cores = 1 if device.startswith("cuda") else int(peer.info.get("cores") or peer.info.get("cpus") or 1)
+            factor = FactorSampler(peer.profile, seed=self.scenario.seed, rank=rank).mean_factor
+            out.append(PoolClient(rank, str(peer.info.get("host")), device, cores, float(step), float(factor)))
+        return out
 
     def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict], refused: dict[int, int],
                 seen: dict[int, dict[str, int]]) -> None:
@@ -72,18 +111,21 @@ class Phases:
         stats = self.collect(T.STATS, STATS_TIMEOUT_S, strict=False)
         in0, out0 = bytes_at_start
         liveness = members.liveness
+        rows = []
         for rank, peer in sorted(members.peers.items()):
             error = None
             if rank in liveness.lost:
                 error = f"lost: {liveness.lost[rank]}"
             elif rank not in stats:
                 error = "no statistics: the client did not answer END"
-            account.log_client(rank, peer.profile.label, stats.get(rank) or seen.get(rank, {}),
-                               bytes_up=sock.bytes_in.get(peer.identity, 0) - in0.get(peer.identity, 0),
-                               bytes_down=sock.bytes_out.get(peer.identity, 0) - out0.get(peer.identity, 0),
-                               host=peer.info.get("host"), device=peer.info.get("device"), gpu=peer.info.get("gpu"),
-                               refused=refused.get(rank, 0), lost=liveness.losses[rank],
-                               rejoined=liveness.returns[rank], error=error)
+            rows.append(account.client_row(
+                rank, peer.profile.label, stats.get(rank) or seen.get(rank, {}),
+                bytes_up=sock.bytes_in.get(peer.identity, 0) - in0.get(peer.identity, 0),
+                bytes_down=sock.bytes_out.get(peer.identity, 0) - out0.get(peer.identity, 0),
+                host=peer.info.get("host"), device=peer.info.get("device"), gpu=peer.info.get("gpu"),
+                refused=refused.get(rank, 0), lost=liveness.losses[rank], rejoined=liveness.returns[rank],
+                error=error))
+        account.write_clients(rows, self.scenario.emulation.tolerance)
 
     def collect(self, kind: T, timeout_s: float, only: set[int] | None = None,
                 strict: bool = True) -> dict[int, dict]:

@@ -39,7 +39,7 @@ from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload, trainer_seed
 from edgesync.scenario import Scenario
-from edgesync.trainer import Interrupt, StepAborted, Trainer
+from edgesync.trainer import Interrupt, StepAborted, StepSample, Trainer
 from edgesync.transport import protocol
 
 
@@ -54,9 +54,11 @@ class VirtualStep:
         self.base_step_s = base_step_s
         self.elapsed = 0.0  # virtual seconds of the instruction being run
         self.target_s_total = 0.0  # virtual seconds of every step: what the profile asked for
+        self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        step = self.sampler.next() * self.base_step_s
+        factor = self.sampler.next()
+        step = factor * self.base_step_s
         cut = interrupt(step) if interrupt is not None else None
         if cut is not None:
             self.elapsed += cut
@@ -64,6 +66,7 @@ class VirtualStep:
             raise StepAborted(cut)
         self.elapsed += step
         self.target_s_total += step
+        self.factors.add(factor)
         return step
 
 
@@ -114,7 +117,9 @@ class Simulator:
             self.step_s[config.batch_size] = self._step_time(config.batch_size)
 
     def _step_time(self, batch_size: int) -> float:
-        sim = self.scenario.sim
+        sim, fixed = self.scenario.sim, self.scenario.emulation.base_step_ms
+        if fixed is not None:  # the live runtime's device speed too: both runtimes' times then agree
+            return fixed / 1e3
         if sim.base_step_s is not None:
             return sim.base_step_s
         if batch_size in sim.measured_step_s:
@@ -312,12 +317,15 @@ class Simulator:
         self.account.log_eval(self.account.counters(t, self.server.updates), acc, loss)
 
     def _log_clients(self, end: float) -> None:
+        rows = []
         for c in self.clients:
             # A client mid-step at the end finishes that step (counted in compute_s), as a live client does
             # before it reads END: its wall time runs to then, so compute_s + wait_s = wall_s.
             totals = client_totals(c.trainer.stats, c.times, end, "virtual", c.clock.base_step_s,
-                                   c.clock.target_s_total, wall_end=c.free_at)
-            self.account.log_client(c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim")
+                                   c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s)
+            rows.append(self.account.client_row(c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down,
+                                                host="sim"))
+        self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
 def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[int, float]:
@@ -325,4 +333,5 @@ def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> di
     sim = Simulator(scenario, recorder, progress)
     sim.prepare()
     sim.run()
-    return dict(sim.step_s) if scenario.sim.base_step_s is None else {}
+    fixed = scenario.sim.base_step_s is not None or scenario.emulation.base_step_ms is not None
+    return {} if fixed else dict(sim.step_s)

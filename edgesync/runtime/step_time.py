@@ -17,13 +17,13 @@ from pathlib import Path
 import torch
 
 from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS
-from edgesync.trainer import NoHook, Trainer
+from edgesync.trainer import NoHook, Trainer, TrainerStats
 
 
 def measure_step_s(trainer: Trainer) -> float:
     """Median wall time of real gradient steps with no throttling; the trainer's counters are kept."""
-    saved_stats, saved_hook = trainer.stats.__dict__.copy(), trainer.hook
-    trainer.hook = NoHook()
+    saved_stats, saved_hook = trainer.stats, trainer.hook
+    trainer.stats, trainer.hook = TrainerStats(), NoHook()
     times = []
     try:
         for i in range(CALIBRATION_WARMUP_STEPS + CALIBRATION_STEPS):
@@ -32,22 +32,20 @@ def measure_step_s(trainer: Trainer) -> float:
             if i >= CALIBRATION_WARMUP_STEPS:
                 times.append(time.perf_counter() - t0)
     finally:
-        trainer.stats.__dict__.update(saved_stats)
-        trainer.hook = saved_hook
+        trainer.stats, trainer.hook = saved_stats, saved_hook
     return statistics.median(times)
 
 
 def warm_up(trainer: Trainer) -> None:
     """A few untimed steps, the trainer's counters kept: a GPU's first steps pay for CUDA's and cuDNN's
     start-up (≈ 0.6 s on an H100), which would otherwise count as the first algorithm's compute time."""
-    saved_stats, saved_hook = trainer.stats.__dict__.copy(), trainer.hook
-    trainer.hook = NoHook()
+    saved_stats, saved_hook = trainer.stats, trainer.hook
+    trainer.stats, trainer.hook = TrainerStats(), NoHook()
     try:
         for _ in range(CALIBRATION_WARMUP_STEPS):
             trainer.gradient()
     finally:
-        trainer.stats.__dict__.update(saved_stats)
-        trainer.hook = saved_hook
+        trainer.stats, trainer.hook = saved_stats, saved_hook
 
 
 def cache_file() -> Path:

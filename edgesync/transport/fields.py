@@ -53,16 +53,18 @@ FIELDS: dict[str, dict[str, Rule]] = {
     "HELLO": {"rank": (_count, "an integer ≥ 0", True), "profile": (_profile, "a profile name or mapping", True),
               "info": (_mapping, "an object", True), "instance": (_text, "a string", True)},
     "READY": {"label": (_text, "a string", True)},
-    "CALIBRATED": {"reference_s": (_positive, "a finite number of seconds > 0", True)},
+    "CALIBRATED": {"reference_s": (_positive, "a finite number of seconds > 0", True),
+                   "device": (_text, "a string", True), "isolation": (_text, "a string", True)},
     "UPDATE": {"version": COUNT, "steps": COUNT, "samples": COUNT, "aborted_steps": COUNT,
                "data_size": (_positive, "a finite number > 0", True),
                "loss": (_number, "a finite number", True)},
     "QUERY": {"round": COUNT, "k": COUNT, "c": (_non_negative, "a finite number of seconds ≥ 0", True)},
     "STATS": {"label": (_text, "a string", True), "device": (_text, "a string", True),
-              "gpu": (_text, "a string", True),
+              "gpu": (_text, "a string", True), "isolation": (_text, "a string", True),
               "steps": (_count, "an integer ≥ 0", True), "samples": (_count, "an integer ≥ 0", True),
               **{k: (_non_negative, "a finite number ≥ 0", True)
-                 for k in ("compute_s", "wait_s", "wall_s", "reference_s", "target_factor", "achieved_factor")}},
+                 for k in ("compute_s", "wait_s", "wall_s", "reference_s", "base_s", "median_step_s",
+                           "median_factor")}},
     "ERROR": {"reason": (_text, "a string", True)},
 }
 

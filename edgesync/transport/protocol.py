@@ -14,7 +14,8 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
     client → coordinator      coordinator → client
     HELLO   host info, wishes  WELCOME   rank, run name, uplink, timeout
     READY   set up for algo    SETUP     one algorithm's client config (+ partition indices)
-    CALIBRATED reference step  CALIBRATE measure the undisturbed step time now
+    CALIBRATED reference step  CALIBRATE measure the undisturbed step time now; or, with a base
+               and isolation             step, pace steps at factor × base (and pin or cap the CPU)
     UPDATE  an algorithm's     TRAIN     an algorithm's instruction
             update
     QUERY   a question inside  REPLY     the server half's answer (ESync's State Server)
@@ -232,12 +233,19 @@ def ready(label: str) -> Message:
     return Message(T.READY, {"label": label})
 
 
-def calibrate() -> Message:
-    return Message(T.CALIBRATE)
+def calibrate(base_s: float | None = None, core: int | None = None, cpu_share: float | None = None,
+              isolation: str | None = None) -> Message:
+    """Without arguments: measure the undisturbed step now. With `base_s`: pace steps at factor × base_s
+    (0: at factor × the undisturbed step), pinned to `core` (an index into the client's CPUs) or capped at
+    `cpu_share` CPUs, as `isolation` (auto, affinity, cgroup, none) allows."""
+    if base_s is None:
+        return Message(T.CALIBRATE)
+    return Message(T.CALIBRATE, {"base_s": base_s, "core": core, "cpu_share": cpu_share, "isolation": isolation})
 
 
-def calibrated(reference_s: float | None) -> Message:
-    return Message(T.CALIBRATED, {"reference_s": reference_s})
+def calibrated(reference_s: float | None, device: str | None = None, isolation: str | None = None) -> Message:
+    """The undisturbed step time, the device it ran on, and how the process is isolated (one line)."""
+    return Message(T.CALIBRATED, {"reference_s": reference_s, "device": device, "isolation": isolation})
 
 
 def train(meta: dict, tensors: dict[str, torch.Tensor]) -> Message:
@@ -303,6 +311,19 @@ def gpu_name(device: str | torch.device) -> str | None:
     return torch.cuda.get_device_name(device) if device.type == "cuda" and torch.cuda.is_available() else None
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on when it started (pinning a client later must not shrink it)."""
+    return _USABLE_CORES
+
+
+def _cores_now() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_USABLE_CORES = _cores_now()
+
+
 def host_info(device: str) -> dict[str, Any]:
     """What a client reports about itself in HELLO."""
     import os
@@ -311,7 +332,7 @@ def host_info(device: str) -> dict[str, Any]:
     import psutil
 
     info: dict[str, Any] = {
-        "host": platform.node(), "pid": os.getpid(), "cpus": os.cpu_count(),
+        "host": platform.node(), "pid": os.getpid(), "cpus": os.cpu_count(), "cores": usable_cores(),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "torch": torch.__version__, "device": device, "gpu": gpu_name(device),
     }

@@ -12,10 +12,10 @@ def _eval(label, time_s, acc, updates, samples, up, down, **extra):
             "test_loss": 1.0 - acc, "bytes_up": up, "bytes_down": down, "wall_clock": 1.7e9 + time_s, **extra}
 
 
-def _client(label, rank, compute_s, wall_s, profile="x1"):
+def _client(label, rank, compute_s, wall_s, profile="x1", **extra):
     return {"algorithm": label, "client": rank, "profile": profile, "host": "h", "device": "cpu",
             "compute_s": compute_s, "wait_s": wall_s - compute_s, "wall_s": wall_s, "steps": 10, "samples": 640,
-            "bytes_up": 0, "bytes_down": 0}
+            "bytes_up": 0, "bytes_down": 0, **extra}
 
 
 def _run():
@@ -31,7 +31,8 @@ def _run():
     ]
     clients = [
         _client("ssgd", 0, 24.0, 30.0), _client("ssgd", 1, 6.0, 30.0, "x10"),
-        _client("asgd-lr0.1", 0, 8.0, 8.0), _client("asgd-lr0.1", 1, 2.0, 8.0, "x10"),
+        _client("asgd-lr0.1", 0, 8.0, 8.0, fidelity_error=0.0),
+        _client("asgd-lr0.1", 1, 2.0, 8.0, "x10", fidelity_error=-0.07),
     ]
     return metrics, clients
 
@@ -48,6 +49,7 @@ def test_summary_values_by_hand():
         "updates": 15, "samples": 1920, "duration_s": 30.0, "samples_per_s": 64.0,      # 1920 / 30
         "bytes_up": 3000, "bytes_down": 6000, "bytes_per_s": 300.0,                     # 9000 / 30
         "compute_ratio_mean": 0.5,                                                      # (0.8 + 0.2) / 2
+        "fidelity_max_error": None,                                 # its rows have no fidelity figures
         "evals": 4, "speedup_vs": 1.0,
         "mean_lag": None, "mean_gap": None, "mean_gap_normalized": None,  # no updates.jsonl rows
         "diverged": False,
@@ -59,6 +61,7 @@ def test_summary_values_by_hand():
     assert asgd["bytes_per_s"] == 1600.0                        # 12800 / 8
     assert asgd["compute_ratio_mean"] == 0.625                  # (1.0 + 0.25) / 2
     assert asgd["speedup_vs"] == 4.0                            # 20 / 5
+    assert asgd["fidelity_max_error"] == 0.07                   # |−0.07|
 
 
 def test_target_never_reached_gives_null_time_and_speedup():

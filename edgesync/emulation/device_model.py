@@ -1,0 +1,111 @@
+"""The emulated device model: how long one step of a ×1 device lasts (the base step) when clients share hosts.
+
+A ×k client's step lasts k × base. The base cannot simply be each client's undisturbed step time: four
+clients on two cores each measure that step alone, then all compute at once and every step runs two or
+three times longer, so a ×10 client ends up ×4 relative to the ×1 clients (issue 18 measured ×4.0 and
+×5.9 in the quick start). The fair-share rule picks a base slow enough that every client's compute fits
+in its host: client i computes `u_i` seconds (its undisturbed step) every `f_i × base` seconds, i.e. it
+keeps `u_i / (f_i × base)` of a core busy, and the clients of one compute pool (a host's CPUs, or one
+GPU) must together keep at most `headroom × cores` busy:
+
+    base_pool = Σ_i (u_i / f_i) / (cores × headroom),   and at least  max_i u_i / (f_i × headroom)
+
+The run's base is the slowest pool's, so a ×k client is ×k relative to every ×1 client wherever it runs.
+`fixed` mode takes the base from the scenario (an absolute device speed); `undisturbed` keeps each client
+at its own undisturbed step (right when every client has a core of its own).
+
+Isolation follows the same numbers: when a pool has a core per client, each client is pinned to one;
+otherwise each gets a CPU quota of twice its average need (a cap against a neighbour's burst, loose
+enough that a slow client's whole step still computes well within its target).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PoolClient:
+    """What the coordinator knows of one client: from HELLO (host, cores, device) and CALIBRATE (step)."""
+
+    rank: int
+    host: str
+    device: str          # "cpu" or e.g. "cuda:0": the clients of one host and device share one pool
+    cores: float         # CPUs this client's process may run on (a GPU counts as 1)
+    undisturbed_s: float  # its measured step time alone on the host
+    factor: float        # its profile's mean slowdown (≥ 1)
+
+    @property
+    def pool(self) -> str:
+        return f"{self.host}/{'cpu' if self.device == 'cpu' else self.device}"
+
+    @property
+    def busy(self) -> float:
+        """Seconds of compute per second of base step it needs: u / f."""
+        return self.undisturbed_s / self.factor
+
+
+@dataclass
+class DevicePlan:
+    """The base step and, per client, how to isolate it (a core index, or a CPU share, or nothing)."""
+
+    base_s: float
+    mode: str
+    pools: dict[str, float] = field(default_factory=dict)        # pool → the base it alone would need
+    core: dict[int, int] = field(default_factory=dict)           # rank → index into its allowed CPUs
+    cpu_share: dict[int, float] = field(default_factory=dict)    # rank → CPUs its quota allows
+    clients_per_pool: dict[str, list[int]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.mode == "undisturbed":
+            return "undisturbed: each client's ×1 step is its own undisturbed step time"
+        if self.mode == "fixed":
+            return f"fixed base step {self.base_s * 1e3:.2f} ms"
+        slowest = max(self.pools, key=self.pools.get) if self.pools else "?"
+        parts = [f"{pool}: {len(ranks)} clients" for pool, ranks in sorted(self.clients_per_pool.items())]
+        return (f"shared base step {self.base_s * 1e3:.2f} ms (set by {slowest}; {', '.join(parts)})")
+
+
+def pool_base_s(clients: list[PoolClient], headroom: float) -> float:
+    """The base step one pool needs so that its clients' compute fits in `headroom` of its cores."""
+    cores = min(c.cores for c in clients)  # the clients of a pool report the same cores; be conservative
+    share = sum(c.busy for c in clients) / (cores * headroom)
+    alone = max(c.busy for c in clients) / headroom  # a single client still needs its own step
+    return max(share, alone)
+
+
+def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: float = 0.8,
+                 base_step_s: float | None = None, isolation: str = "auto") -> DevicePlan:
+    """The base step for `mode` ("shared", "fixed", "undisturbed") and each client's isolation.
+
+    `isolation`: "auto" pins when a CPU pool has a core per client, else caps with a CPU share;
+    "affinity" / "cgroup" ask for one of them; "none" leaves the OS scheduler alone.
+    """
+    pools: dict[str, list[PoolClient]] = {}
+    for c in clients:
+        pools.setdefault(c.pool, []).append(c)
+    needs = {name: pool_base_s(members, headroom) for name, members in pools.items()}
+    if mode == "fixed":
+        if base_step_s is None:
+            raise ValueError("emulation.mode fixed needs emulation.base_step_ms")
+        base = base_step_s
+    elif mode == "shared":
+        base = max(needs.values()) if needs else 0.0
+    elif mode == "undisturbed":
+        base = 0.0  # every client keeps its own reference; nothing shared
+    else:
+        raise ValueError(f"unknown emulation mode {mode!r}: expected shared, fixed or undisturbed")
+    plan = DevicePlan(base, mode, needs, clients_per_pool={n: sorted(c.rank for c in m) for n, m in pools.items()})
+    if isolation == "none":
+        return plan
+    for name, members in pools.items():
+        if not name.endswith("/cpu"):
+            continue  # a GPU's clients share it as the GPU schedules them; nothing to pin
+        cores = min(c.cores for c in members)
+        pin = isolation == "affinity" or (isolation == "auto" and cores >= len(members))
+        for i, c in enumerate(sorted(members, key=lambda c: c.rank)):
+            if pin and i < cores:
+                plan.core[c.rank] = i
+            elif isolation in ("auto", "cgroup") and mode != "undisturbed" and base > 0:
+                need = c.busy / base  # the share of a core it keeps busy on average
+                plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
+    return plan
