@@ -1,15 +1,14 @@
-"""Cross-check: one scenario in the live runtime and in the simulator, time-to-accuracy side by side.
+"""Cross-check: one scenario live and in the simulator at the same base step, time to accuracy side by side.
 
-    .venv/bin/python benchmarks/cross_check.py [--scenario scenarios/cross_check.yaml] [--seeds 0]
+    .venv/bin/python benchmarks/cross_check.py [--scenario scenarios/cross_check.yaml] [--seeds 0] [--set K=V ...]
 
-For each seed: run the scenario live (4 client processes on this machine), then simulate it twice:
-1. "as a cluster": the simulator's default, each client on its own undisturbed machine (the base
-   step time measured alone);
-2. "replaying this machine": with the step times the live clients actually had — on a 2-core machine
-   four clients and the coordinator share the cores, so a ×1 step is several times slower than
-   undisturbed. base_step_s = the ×1 clients' median live step, and each other client's profile is
-   its live step time over that base.
-Prints time to target per algorithm for each, the sim/live ratio, and whether the ordering agrees.
+For each seed: run the scenario live (one process per client on this machine, `emulation.mode: shared`,
+so every ×1 client steps at the run's base step and a ×k client at k × base), read the base step the run
+used from clients.jsonl, then simulate the same scenario with `emulation.base_step_ms` at that base —
+the simulator's ×1 device is then the live run's. Prints, per algorithm, time to target live and
+simulated with their ratio, each entry's speedup over the first entry in both runtimes with the ratio of
+the two, and the fidelity of the live run (its worst client's error). Issue 18 asks the speedups to
+agree within 25%.
 """
 from __future__ import annotations
 
@@ -19,8 +18,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from edgesync.scenario import load_scenario, scenario_from_dict
 from edgesync.runtime.runs import run_scenario
+from edgesync.scenario import load_scenario
 
 
 def read(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -29,52 +28,45 @@ def read(run_dir: Path) -> tuple[dict, list[dict]]:
     return summary, clients
 
 
-def replay_settings(base: dict, clients: list[dict], label: str) -> dict:
-    """The scenario with the live run's measured step times, for one algorithm."""
-    rows = {c["client"]: c for c in clients if c["algorithm"] == label and c["steps"]}
-    step = {rank: c["compute_s"] / c["steps"] for rank, c in rows.items()}
-    fast = statistics.median(s for rank, s in step.items() if rows[rank]["profile"] == "x1")
-    data = json.loads(json.dumps(base))
-    data["runtime"] = "sim"
-    data["sim"] = {"base_step_s": round(fast, 6), "server_time": "zero"}
-    data["clients"] = [{"profile": f"x{max(1.0, step[i] / fast):.3f}"} for i in sorted(step)]
-    data["algorithms"] = [a for a in data["algorithms"] if (a.get("label") or a["name"]) == label]
-    return data
+def fmt(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="scenarios/cross_check.yaml")
     ap.add_argument("--seeds", default="0", help="comma-separated seeds")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY.PATH=VALUE, as edgesync run")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="cross-check-"))
     for seed in [int(s) for s in args.seeds.split(",")]:
-        live_sc = load_scenario(args.scenario, [f"seed={seed}", "runtime=live"])
-        live_dir = root / f"live-seed{seed}"
-        run_scenario(live_sc, live_dir, progress=False)
+        live_dir, sim_dir = root / f"live-seed{seed}", root / f"sim-seed{seed}"
+        run_scenario(load_scenario(args.scenario, [*args.sets, f"seed={seed}", "runtime=live"]), live_dir,
+                     progress=False)
         live, live_clients = read(live_dir)
-        cluster_dir = root / f"sim-cluster-seed{seed}"
-        run_scenario(load_scenario(args.scenario, [f"seed={seed}", "runtime=sim"]), cluster_dir, progress=False)
-        cluster, _ = read(cluster_dir)
-        replay = {}
-        base = live_sc.resolved()
+        base_s = statistics.median(r["base_step_s"] for r in live_clients if r.get("base_step_s"))
+        sim_sets = [*args.sets, f"seed={seed}", "runtime=sim", f"emulation.base_step_ms={base_s * 1e3:.4f}",
+                    "sim.base_step_s=null"]
+        run_scenario(load_scenario(args.scenario, sim_sets), sim_dir, progress=False)
+        sim, _ = read(sim_dir)
+        target = next(iter(live.values()))["target_acc"]
+        print(f"\nseed {seed}: base step {base_s * 1e3:.2f} ms; time to {target} test accuracy "
+              "(live: wall-clock s, sim: virtual s)")
+        print(f"{'entry':>12} {'live':>7} {'sim':>7} {'sim/live':>9} {'speedup live':>13} {'speedup sim':>12} "
+              f"{'sim/live':>9} {'fidelity':>9}")
+        first = next(iter(live))
         for label in live:
-            d = root / f"sim-replay-{label}-seed{seed}"
-            run_scenario(scenario_from_dict(replay_settings(base, live_clients, label), "replay"), d, progress=False)
-            replay[label] = read(d)[0][label]
-        print(f"\nseed {seed}: time to {live_sc.stop.target_acc:.2f} test accuracy (s)")
-        print(f"{'algorithm':>10} {'live':>8} {'sim (cluster)':>14} {'sim (replay)':>13} {'replay/live':>12}")
-        order = {}
-        for label, s in live.items():
-            lt, ct, rt = s["time_to_target_s"], cluster[label]["time_to_target_s"], replay[label]["time_to_target_s"]
-            ratio = rt / lt if lt and rt else None
-            order[label] = (lt, ct, rt)
-            fmt = lambda v: f"{v:8.1f}" if v is not None else "     n/a"
-            print(f"{label:>10} {fmt(lt)} {fmt(ct):>14} {fmt(rt):>13} {ratio if ratio is None else round(ratio, 2)!s:>12}")
-        for i, name in enumerate(("live", "sim (cluster)", "sim (replay)")):
-            ranked = sorted((v[i] if v[i] is not None else float("inf"), k) for k, v in order.items())
-            print(f"  ordering, {name}: {' < '.join(k for _, k in ranked)}")
+            lt, st = live[label]["time_to_target_s"], sim[label]["time_to_target_s"]
+            sl = ratio(live[first]["time_to_target_s"], lt)
+            ss = ratio(sim[first]["time_to_target_s"], st)
+            worst = live[label].get("fidelity_max_error")
+            print(f"{label:>12} {fmt(lt):>7} {fmt(st):>7} {fmt(ratio(st, lt), 2):>9} {fmt(sl, 2):>13} "
+                  f"{fmt(ss, 2):>12} {fmt(ratio(ss, sl), 2):>9} {'n/a' if worst is None else f'{worst:.1%}':>9}")
     print(f"\nrun folders: {root}")
 
 

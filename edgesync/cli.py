@@ -191,7 +191,9 @@ def _print_summary(summary: dict) -> None:
 def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML files"),
              set_: Optional[List[str]] = typer.Option(None, "--set", help="override: KEY.PATH=VALUE")):
     """Check scenario files; print every problem with its file and key, exit 2 if any."""
+    from edgesync.emulation.device_model import local_notes
     from edgesync.scenario import ScenarioError, load_scenario
+    from edgesync.transport.protocol import usable_cores
     bad = 0
     for path in scenarios:
         try:
@@ -202,6 +204,10 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
             continue
         out.print(f"{path}: ok — {len(sc.clients)} clients, algorithms "
                   f"{', '.join(a.key for a in sc.algorithms)}", highlight=False)
+        if sc.runtime == "live":
+            for note in local_notes(len(sc.clients), usable_cores(), sc.emulation.resolved_mode,
+                                    sc.emulation.isolation):
+                out.print(f"{path}: note: {note}", highlight=False)
     if bad:
         raise typer.Exit(2)
 

@@ -4,11 +4,16 @@ A ×k client's step lasts k × base. The base cannot simply be each client's und
 clients on two cores each measure that step alone, then all compute at once and every step runs two or
 three times longer, so a ×10 client ends up ×4 relative to the ×1 clients (issue 18 measured ×4.0 and
 ×5.9 in the quick start). The fair-share rule picks a base slow enough that every client's compute fits
-in its host: client i computes `u_i` seconds (its undisturbed step) every `f_i × base` seconds, i.e. it
-keeps `u_i / (f_i × base)` of a core busy, and the clients of one compute pool (a host's CPUs, or one
-GPU) must together keep at most `headroom × cores` busy:
+in its host, on average and at its busiest. Client i computes `u_i` seconds (its undisturbed step) every
+`f_i × base` seconds, so the n clients of one compute pool (a host's CPUs, or one GPU) keep
+`Σ u_i / (f_i × base)` cores busy on average; and when they all compute at once — every synchronous
+round starts them together — each gets `cores / n` of a core, so the fastest one's step takes
+`u_i × n / cores`. The base leaves `headroom` on top of both:
 
-    base_pool = Σ_i (u_i / f_i) / (cores × headroom),   and at least  max_i u_i / (f_i × headroom)
+    base_pool = max( Σ_i u_i / f_i / cores,   max_i u_i / f_i × max(1, n / cores) ) / headroom
+
+(the quick start, four clients ×1,×1,×1,×10 on 2 cores: the all-at-once term, 2 × u / 0.8 = 2.5 u; a base
+of 1.9 u, the average term alone, left SSGD's ×1 steps 5–12% over their target.)
 
 The run's base is the slowest pool's, so a ×k client is ×k relative to every ×1 client wherever it runs.
 `fixed` mode takes the base from the scenario (an absolute device speed); `undisturbed` keeps each client
@@ -66,11 +71,12 @@ class DevicePlan:
 
 
 def pool_base_s(clients: list[PoolClient], headroom: float) -> float:
-    """The base step one pool needs so that its clients' compute fits in `headroom` of its cores."""
+    """The base step one pool needs so that its clients' compute fits in `headroom` of its cores, on
+    average and when all of them compute at once."""
     cores = min(c.cores for c in clients)  # the clients of a pool report the same cores; be conservative
-    share = sum(c.busy for c in clients) / (cores * headroom)
-    alone = max(c.busy for c in clients) / headroom  # a single client still needs its own step
-    return max(share, alone)
+    average = sum(c.busy for c in clients) / cores
+    at_once = max(c.busy for c in clients) * max(1.0, len(clients) / cores)
+    return max(average, at_once) / headroom
 
 
 def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: float = 0.8,
@@ -109,3 +115,16 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
                 need = c.busy / base  # the share of a core it keeps busy on average
                 plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
     return plan
+
+
+def local_notes(clients: int, cores: int, mode: str, isolation: str) -> list[str]:
+    """What `edgesync validate` says of running `clients` client processes on this machine's `cores`."""
+    notes = []
+    if mode == "undisturbed" and clients > cores:
+        notes.append(f"emulation.mode undisturbed with {clients} clients on this machine's {cores} cores: "
+                     "`edgesync run` here makes them share cores, so a ×k client will not be ×k relative to the "
+                     "others (the run's fidelity warning will say by how much); the default mode shared keeps it")
+    if isolation == "affinity" and clients > cores:
+        notes.append(f"emulation.isolation affinity: {clients} clients but this machine has {cores} cores, so "
+                     f"`edgesync run` here pins only {cores} of them; auto or cgroup caps the rest")
+    return notes

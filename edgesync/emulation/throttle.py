@@ -40,10 +40,11 @@ class Throttle:
     target_s_total: float = 0.0  # what the profile asked for, summed over steps
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
     idle: Callable[[], None] | None = None  # called during long sleeps (heartbeats)
-    targets: StepSample = field(default_factory=StepSample)  # each finished step's target, sampled
+    factors: StepSample = field(default_factory=StepSample)  # each finished step's drawn factor, sampled
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        target = self.sampler.next() * self.reference_s
+        factor = self.sampler.next()
+        target = factor * self.reference_s
         left = started + target - time.perf_counter()
         if left < 0:
             self.clamped_steps += 1
@@ -52,7 +53,7 @@ class Throttle:
             self.target_s_total += elapsed
             raise StepAborted(elapsed)  # the emulated device stops now: the step never finished
         self.target_s_total += target
-        self.targets.add(target)
+        self.factors.add(factor)
         sleep_until(started + target, self.idle)
         return time.perf_counter() - started
 

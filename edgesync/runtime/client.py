@@ -16,6 +16,7 @@ that dropped this client, takes it back).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -305,7 +306,10 @@ class EdgeClient:
             return
         if self._isolation is not None:
             isolation.release(self._isolation)
-        self._isolation = isolation.isolate(cpu_share=cpu_share, core=core, prefer=prefer)
+        if threading.current_thread() is not threading.main_thread():  # tests, or a client embedded in an app
+            self._isolation = isolation.Isolation("none", "none: this client runs in a thread of a larger process")
+        else:
+            self._isolation = isolation.isolate(cpu_share=cpu_share, core=core, prefer=prefer)
         self._isolation_wish = wish
         log.info("isolation: %s", self._isolation.detail)
 

@@ -7,6 +7,8 @@ names, CUDA pretended away, the CPU half of a mixed run) runs everywhere. Live r
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -241,3 +243,18 @@ def test_a_warm_up_keeps_the_trainers_counters_and_hook():
     before, hook = dict(trainer.stats.__dict__), trainer.hook
     warm_up(trainer)
     assert trainer.stats.__dict__ == before and trainer.hook is hook
+
+
+@needs_cuda
+def test_clients_sharing_one_gpu_keep_their_relative_speed(loopback):
+    """Two clients on cuda:0 are one compute pool (emulation/device_model.py): one base step paces both, each
+    step timed after the GPU is done (Trainer.gradient synchronizes), so a ×4 client is ×4 relative to the ×1."""
+    run = loopback(clients=[{"profile": "x1", "device": "cuda:0"}, {"profile": "x4", "device": "cuda:0"}],
+                   algorithms=[{"name": "asgd", "lr": 0.05}], stop={"time_budget_s": 4})
+    run.start()
+    run.join(120)
+    assert run.error is None, run.error
+    rows = [json.loads(line) for line in (run.run_dir / "clients.jsonl").read_text().splitlines()]
+    assert {r["device"] for r in rows} == {"cuda:0"} and len({r["base_step_s"] for r in rows}) == 1
+    assert rows[1]["target_factor"] == 4.0
+    assert rows[1]["achieved_factor"] == pytest.approx(4.0, rel=0.10)
