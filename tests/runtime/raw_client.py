@@ -44,10 +44,14 @@ class RawClient:
         self.expect("WELCOME")
         return self.ready(self.expect("SETUP"))
 
-    def ready(self, setup: Message) -> Message:
-        """Answer `setup` with READY; returns the TRAIN that follows."""
+    def ready(self, setup: Message, step_s: float = 0.01) -> Message:
+        """Answer `setup` with READY, and each CALIBRATE (measure, then pace) with a `step_s` step;
+        returns the TRAIN that follows."""
         self.send(Message("READY", {"label": setup.meta["label"]}))
-        return self.expect("TRAIN")
+        while (msg := self.recv(60.0)).type == "CALIBRATE":
+            self.send(Message("CALIBRATED", {"reference_s": step_s}))
+        assert msg.type == "TRAIN", f"expected TRAIN, got {msg.type} {msg.meta}"
+        return msg
 
     def finish_in_background(self) -> threading.Thread:
         """Answer END with empty statistics and stop at SHUTDOWN, so the run ends on time."""

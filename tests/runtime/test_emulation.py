@@ -11,7 +11,7 @@ import pytest
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import ScenarioError, scenario_from_dict
 
-from .conftest import small_scenario
+from conftest import small_scenario
 
 
 def rows(run_dir):
