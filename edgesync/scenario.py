@@ -210,7 +210,7 @@ class EmulationSpec(Strict):
         "(a core per client); null = fixed if base_step_ms is set, else shared")
     base_step_ms: float | None = Field(None, gt=0, description="the ×1 device's step time in ms (mode fixed); "
                                        "the simulator uses it too")
-    headroom: float = Field(0.8, gt=0, le=1, description="shared mode: the fraction of a host's cores "
+    headroom: float = Field(0.7, gt=0, le=1, description="shared mode: the fraction of a host's cores "
                             "the clients' compute may fill")
     isolation: Literal["auto", "affinity", "cgroup", "none"] = Field(
         "auto", description="auto: pin a client per core where a host has enough, else a cgroup CPU quota "
