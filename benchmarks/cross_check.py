@@ -8,18 +8,24 @@ used from clients.jsonl, then simulate the same scenario with `emulation.base_st
 the simulator's ×1 device is then the live run's. Prints, per algorithm, time to target live and
 simulated with their ratio, each entry's speedup over the first entry in both runtimes with the ratio of
 the two, and the fidelity of the live run (its worst client's error). Issue 18 asks the speedups to
-agree within 25%.
+agree within 25%. `--write-docs` puts the table into docs/results.md, between the markers
+`<!-- cross_check:SCENARIO:begin -->` and `…:end -->` (SCENARIO: the file's stem).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
+from edgesync.docs_block import replace_block
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def read(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -42,8 +48,10 @@ def main() -> None:
     ap.add_argument("--seeds", default="0", help="comma-separated seeds")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="KEY.PATH=VALUE, as edgesync run")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
+    ap.add_argument("--write-docs", action="store_true", help="put the table into docs/results.md")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="cross-check-"))
+    started, table = time.time(), []
     for seed in [int(s) for s in args.seeds.split(",")]:
         live_dir, sim_dir = root / f"live-seed{seed}", root / f"sim-seed{seed}"
         run_scenario(load_scenario(args.scenario, [*args.sets, f"seed={seed}", "runtime=live"]), live_dir,
@@ -65,10 +73,25 @@ def main() -> None:
             sl = ratio(live[first]["time_to_target_s"], lt)
             ss = ratio(sim[first]["time_to_target_s"], st)
             worst = live[label].get("fidelity_max_error")
-            print(f"{label:>12} {fmt(lt):>7} {fmt(st):>7} {fmt(ratio(st, lt), 2):>9} {fmt(sl, 2):>13} "
-                  f"{fmt(ss, 2):>12} {fmt(ratio(ss, sl), 2):>9} {'n/a' if worst is None else f'{worst:.1%}':>9}")
+            cells = [fmt(lt), fmt(st), fmt(ratio(st, lt), 2), fmt(sl, 2), fmt(ss, 2), fmt(ratio(ss, sl), 2),
+                     "n/a" if worst is None else f"{worst:.1%}"]
+            print(f"{label:>12} " + " ".join(f"{c:>{w}}" for c, w in zip(cells, (7, 7, 9, 13, 12, 9, 9))))
+            table.append(f"| {seed} | {base_s * 1e3:.1f} | {label} | " + " | ".join(cells) + " |")
     print(f"\nrun folders: {root}")
+    if args.write_docs:
+        command = " ".join(["benchmarks/cross_check.py", "--scenario", args.scenario, "--seeds", args.seeds,
+                            *[f'--set "{x}"' for x in args.sets], "--write-docs"])
+        note = f"`{command}`, {platform.node()}, {(time.time() - started) / 60:.0f} min"
+        write_docs(Path(args.scenario).stem, HEADER + "\n".join(table), note)
 
+
+HEADER = ("| seed | base step (ms) | entry | live (s) | sim (s) | sim ÷ live | speedup, live | speedup, sim "
+          "| sim ÷ live | live fidelity (worst) |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+
+
+def write_docs(key: str, text: str, note: str) -> None:
+    replace_block(ROOT / "docs" / "results.md", f"<!-- cross_check:{key}:begin -->", f"<!-- cross_check:{key}:end -->",
+                  f"_Written by {note}._\n\n{text}")
 
 if __name__ == "__main__":
     main()

@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from edgesync.docs_block import replace_block  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
 from edgesync.scenario import scenario_from_dict  # noqa: E402
 
@@ -87,14 +88,9 @@ def table(results: dict[tuple[str, str], dict]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(text: str, note: str, doc: Path = ROOT / "docs" / "benchmarks.md") -> None:
-    content = doc.read_text()
-    if BEGIN not in content or END not in content:
-        raise SystemExit(f"{doc}: no {BEGIN} … {END} block to write into")
-    head, rest = content.split(BEGIN, 1)
-    doc.write_text(f"{head}{BEGIN}\n_Written by `benchmarks/throttle_fidelity.py --write-docs` ({note})._\n\n"
-                   f"{text}\n{END}{rest.split(END, 1)[1]}")
-
+def write_docs(text: str, note: str) -> None:
+    replace_block(ROOT / "docs" / "benchmarks.md", BEGIN, END,
+                  f"_Written by `benchmarks/throttle_fidelity.py --write-docs` ({note})._\n\n{text}")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from edgesync.docs_block import replace_block
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import load_scenario
 
@@ -198,11 +199,5 @@ def table(results: list[dict]) -> str:
 def write_docs(text: str, key: str, note: str, doc: Path = ROOT / "docs" / "results.md") -> None:
     """Replace the table between `key`'s markers in docs/results.md (a section is added if missing)."""
     begin, end = markers(key)
-    block = f"{begin}\n_Written by `edgesync reproduce` ({note})._\n\n{text}\n{end}"
-    content = doc.read_text()
-    if begin in content and end in content:
-        head, rest = content.split(begin, 1)
-        content = head + block + rest.split(end, 1)[1]
-    else:
-        content = content.rstrip("\n") + f"\n\n### The papers' claims, reproduced ({key})\n\n" + block + "\n"
-    doc.write_text(content)
+    replace_block(doc, begin, end, f"_Written by `edgesync reproduce` ({note})._\n\n{text}",
+                  missing=f"### The papers' claims, reproduced ({key})")

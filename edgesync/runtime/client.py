@@ -308,8 +308,13 @@ class EdgeClient:
             isolation.release(self._isolation)
         if threading.current_thread() is not threading.main_thread():  # tests, or a client embedded in an app
             self._isolation = isolation.Isolation("none", "none: this client runs in a thread of a larger process")
-        else:
-            self._isolation = isolation.isolate(cpu_share=cpu_share, core=core, prefer=prefer)
+        elif prefer != "none" and core is None and cpu_share is None:
+            self._isolation = isolation.Isolation("none", "none: the coordinator's plan gives this client no core "
+                                                  "or CPU quota (a GPU client, or too few cores to pin); steps are "
+                                                  "paced by sleeping only")
+        else:  # the plan already chose between a core and a quota
+            self._isolation = isolation.isolate(cpu_share=cpu_share, core=core,
+                                                prefer="none" if prefer == "none" else "auto")
         self._isolation_wish = wish
         log.info("isolation: %s", self._isolation.detail)
 

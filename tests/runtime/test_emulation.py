@@ -79,3 +79,15 @@ def test_impossible_emulation_settings_are_explained(emulation, message):
 def test_two_device_speeds_are_refused():
     with pytest.raises(ScenarioError, match="two device speeds: emulation.base_step_ms is 20 ms but sim.base_step_s"):
         scenario_from_dict(small_scenario(emulation={"base_step_ms": 20}, sim={"base_step_s": 0.05}), "s.yaml")
+
+
+@pytest.mark.parametrize("prefer,detail", [
+    ("affinity", "gives this client no core or CPU quota"),  # more clients than cores: nothing to pin
+    ("cgroup", "gives this client no core or CPU quota"),    # a GPU client: paced, not capped
+    ("none", "isolation off"),
+])
+def test_a_client_given_nothing_to_apply_says_so_and_goes_on(prefer, detail):
+    from edgesync.runtime.client import EdgeClient
+    client = EdgeClient("tcp://127.0.0.1:1")  # never connects: only its isolation step runs, in this thread
+    client._isolate(None, None, prefer)
+    assert client._isolation.mechanism == "none" and detail in client._isolation.detail
