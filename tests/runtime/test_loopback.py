@@ -41,13 +41,15 @@ def test_two_algorithms_run_to_completion(loopback):
         assert c["bytes_up"] >= c["steps"] * params_bytes
         assert c["bytes_down"] >= 12 * params_bytes
         assert c["compute_s"] > 0 and c["wall_s"] >= c["compute_s"]
-    # The x2 client was calibrated and throttled: it asked for twice its undisturbed step time and
-    # took at least that (threads sharing one process's GIL may add more; fidelity is benchmarked).
+    # The x2 client was calibrated and paced at twice the run's base step, which its steps never beat;
+    # relative to the x1 client it is at most x2 and clearly slower (threads sharing one process's GIL stretch
+    # the x1 client's steps; real processes' fidelity is benchmarked in benchmarks/throttle_fidelity.py).
     slow = next(c for c in ssgd_rows if c["client"] == 1)
     assert slow["profile"] == "x2"
-    assert slow["reference_step_s"] > 0
+    assert slow["reference_step_s"] > 0 and slow["base_step_s"] >= slow["reference_step_s"]
+    assert slow["median_step_s"] >= 2 * slow["base_step_s"]
     assert slow["target_factor"] == 2.0
-    assert slow["achieved_factor"] >= 1.95
+    assert 1.2 < slow["achieved_factor"] <= 2.1
     # The metric rows count the same bytes as the per-client rows, which also hold what arrived after
     # the last evaluation: at most the update in flight and the closing statistics of each client.
     total_up = sum(c["bytes_up"] for c in ssgd_rows)
