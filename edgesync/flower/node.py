@@ -6,7 +6,7 @@ in the encoding of `records.py`:
 
     setup    the SETUP metadata (algorithm config, dataset, model, profile, seed, rank) and indices
     half     the client half's `state_dict()` (momentum, residuals, ESync's capability…)
-    node     calibrated step times per (model, batch size, device); mini-batch sampling position;
+    node     calibrated step times and base steps per (model, batch size, device); sampling position;
              gamma-profile draws so far; running totals (steps, compute, wait, …) for STATS
 
 Every message rebuilds the trainer and client half with `build_session`, the ZeroMQ client's own
@@ -15,7 +15,8 @@ type; `grid_socket.py` is the other end):
 
     query.hello      → HELLO       partition-id, profile and device from --node-config, host info
     query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run)
-    query.calibrate  → CALIBRATED  the undisturbed step time (kept for the next algorithms)
+    query.calibrate  → CALIBRATED  the undisturbed step time (kept for the next algorithms); with a
+                                  base step, the ×1 step this node's steps are paced at
     train            → UPDATE      TRAIN: the client half's `on_instruction`, throttled by the profile
     evaluate         → EVALUATED   the message's model on this node's training split
 
