@@ -50,6 +50,8 @@ from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info
 
 log = logging.getLogger("edgesync.flower.node")
+# A ClientApp process lives for one message: there is no process to pin or cap for the run.
+NOT_ISOLATED = "none: Flower runs each message in its own ClientApp process"
 
 SETUP, HALF, NODE = "edgesync.setup", "edgesync.half", "edgesync.node"
 
@@ -101,7 +103,7 @@ class FlowerNode:
         records.put(self.state, SETUP, request.meta, {"indices": request.tensors["indices"]})
         records.put(self.state, HALF, {})
         self.node.update(clock=ClientClock().state_dict(), draws=0, sampler=None,
-                         totals={"steps": 0, "samples": 0, "compute_s": 0.0, "overhead_s": 0.0, "target_s": 0.0,
+                         totals={"steps": 0, "samples": 0, "compute_s": 0.0, "overhead_s": 0.0,
                                  "aborted_steps": 0, "step_times": StepSample().state_dict(),
                                  "factors": StepSample().state_dict()})
         self.order = None
@@ -118,9 +120,7 @@ class FlowerNode:
         if request.meta.get("base_s") is not None:  # the ×1 step to pace at (0: the undisturbed one)
             self.node.setdefault("base_s", {})[key] = float(request.meta["base_s"])
         self._save_node()
-        # a ClientApp process lives for one message: there is no process to pin or cap for the run
-        return protocol.calibrated(self.node["reference_s"][key], str(session.trainer.device),
-                                   "none: Flower runs each message in its own ClientApp process"), None
+        return protocol.calibrated(self.node["reference_s"][key], str(session.trainer.device), NOT_ISOLATED), None
 
     def train(self, request: Message, started: float):
         session = self._session()
@@ -185,7 +185,6 @@ class FlowerNode:
         totals["aborted_steps"] += st.aborted_steps
         _merge(totals, "step_times", st.step_times)
         if session.throttle is not None:
-            totals["target_s"] += session.throttle.target_s_total
             _merge(totals, "factors", session.throttle.factors)
             self.node["draws"] = int(self.node.get("draws", 0)) + st.steps + st.aborted_steps
 
@@ -209,7 +208,7 @@ class FlowerNode:
                             StepSample(**t["factors"]) if throttle is not None else None,
                             gpu=protocol.gpu_name(session.trainer.device),
                             base_s=throttle.reference_s if throttle is not None else None,
-                            isolation="none: Flower runs each message in its own ClientApp process")
+                            isolation=NOT_ISOLATED)
         return {"label": session.label, **out, "overhead_s": round(t["overhead_s"], 4)}
 
 

@@ -105,14 +105,13 @@ class AlgorithmAccount:
             row["error"] = error
         return row
 
-    def write_clients(self, rows: list[dict[str, Any]], tolerance: float = 0.05) -> float | None:
+    def write_clients(self, rows: list[dict[str, Any]], tolerance: float = 0.05) -> None:
         """Every client's row for this algorithm, with its factors relative to the fastest clients
-        (metrics/fidelity.py; a warning for each one off by more than `tolerance`): returns the largest error."""
-        worst = fidelity.annotate(rows)
+        (metrics/fidelity.py; a warning for each one off by more than `tolerance`)."""
+        fidelity.annotate(rows)
         fidelity.warn_if_off(self.key, rows, tolerance)
         for row in rows:
             self.recorder.log_client(row)
-        return worst
 
 
 @dataclass

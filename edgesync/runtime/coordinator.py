@@ -305,7 +305,7 @@ class Coordinator:
                 self.members.send(rank, self.phases.pace(rank))
                 return []
             if msg.type == T.CALIBRATED:
-                self.peers[rank].info["reference_step_s"] = msg.meta.get("reference_s")
+                self.phases.note_calibrated(rank, msg.meta)
             del self.joining[rank]
         self.members.liveness.back(rank)
         log.info("client %d is back", rank)

@@ -62,7 +62,7 @@ class Phases:
             members.send(rank, protocol.calibrate())
             replies = self.collect(T.CALIBRATED, READY_TIMEOUT_S, only={rank})
             if rank in replies:
-                self._note_calibrated(rank, replies[rank])
+                self.note_calibrated(rank, replies[rank])
         self.plan = plan_devices(self._pool_clients(ranks), emu.resolved_mode, emu.headroom,
                                  None if emu.base_step_ms is None else emu.base_step_ms / 1e3, emu.isolation)
         log.info("emulation: %s", self.plan.describe())
@@ -70,18 +70,19 @@ class Phases:
         for rank in members.alive(ranks):
             members.send(rank, self.pace(rank))
         for rank, reply in sorted(self.collect(T.CALIBRATED, READY_TIMEOUT_S, only=set(ranks)).items()):
-            self._note_calibrated(rank, reply)
+            self.note_calibrated(rank, reply)
             log.info("client %d: isolation %s", rank, reply.get("isolation"))
 
     def pace(self, rank: int) -> protocol.Message:
         """The CALIBRATE that sets client `rank`'s base step and isolation (also for one that rejoins)."""
         plan, emu = self.plan, self.scenario.emulation
-        base = 0.0 if plan is None or plan.mode == "undisturbed" else plan.base_s  # 0: its own undisturbed step
+        base = plan.base_s if plan is not None else 0.0  # 0 (undisturbed mode): its own undisturbed step
         core = plan.core.get(rank) if plan is not None else None
         share = plan.cpu_share.get(rank) if plan is not None else None
         return protocol.calibrate(base, core, share, emu.isolation)
 
-    def _note_calibrated(self, rank: int, reply: dict) -> None:
+    def note_calibrated(self, rank: int, reply: dict) -> None:
+        """Keep what a client's CALIBRATED says: its undisturbed step, and the device it trains on."""
         info = self.members.peers[rank].info
         info["reference_step_s"] = reply.get("reference_s")
         if reply.get("device"):

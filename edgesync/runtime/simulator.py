@@ -53,7 +53,6 @@ class VirtualStep:
         self.sampler = sampler
         self.base_step_s = base_step_s
         self.elapsed = 0.0  # virtual seconds of the instruction being run
-        self.target_s_total = 0.0  # virtual seconds of every step: what the profile asked for
         self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
@@ -62,10 +61,8 @@ class VirtualStep:
         cut = interrupt(step) if interrupt is not None else None
         if cut is not None:
             self.elapsed += cut
-            self.target_s_total += cut
             raise StepAborted(cut)
         self.elapsed += step
-        self.target_s_total += step
         self.factors.add(factor)
         return step
 

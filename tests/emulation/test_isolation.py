@@ -71,7 +71,10 @@ def _real_v1_missing() -> str | None:
     return None
 
 
-@pytest.mark.skipif(_real_v1_missing() is not None, reason=str(_real_v1_missing()))
+REAL_V1_MISSING = _real_v1_missing()
+
+
+@pytest.mark.skipif(REAL_V1_MISSING is not None, reason=str(REAL_V1_MISSING))
 def test_real_cgroup_v1_quota_caps_a_busy_child():
     _, v1 = isolation._cgroup_mounts("/sys/fs/cgroup", "/proc/self/mounts")
     stale = os.path.join(v1, "edgesync", "client-99999999")  # above any pid_max: a killed client's leftover
