@@ -113,6 +113,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                                        "(to NAME.old-TIME, nothing deleted) and start afresh"),
         set_: Optional[List[str]] = typer.Option(None, "--set", help="override a scenario value: KEY.PATH=VALUE"),
         runtime: str = typer.Option("", "--runtime", help="live or sim (default: the scenario's runtime)"),
+        seeds: Optional[str] = typer.Option(None, "--seeds", help="run every entry once per seed: 0-4, 0,2,5 or 3 "
+                                            "(the scenario's `seeds`); summary.json adds mean and 95% interval"),
         curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
                                                           "keys for the coordinator and its client processes"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
@@ -121,6 +123,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     overrides = list(set_ or [])
     if runtime:
         overrides.append(f"runtime={runtime}")
+    if seeds is not None:
+        overrides.append(f"seeds={_parse_seeds(seeds)}")
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -137,6 +141,19 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
     _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
                                                   curve=curve, claimed=True))
+
+
+def _parse_seeds(text: str) -> list[int]:
+    """'0-4' → [0, 1, 2, 3, 4]; '0,2,5' → [0, 2, 5]; '3' → [3]; exits 2 naming the bad part otherwise."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
+            err.print(f"[red]--seeds {text!r}: {part!r} is not a seed (N) or a range (LOW-HIGH, LOW ≤ HIGH), "
+                      "e.g. --seeds 0-4 or --seeds 0,2,5[/red]", highlight=False)
+            raise typer.Exit(2)
+        seeds += list(range(int(low), int(high) + 1)) if dash else [int(low)]
+    return seeds
 
 
 def _claim(sc, out_dir: Path | None, resume: Path | None, overwrite: bool) -> Path:
@@ -174,16 +191,30 @@ def _run_and_report(run_dir: Path, start) -> None:
 
 
 def _print_summary(summary: dict) -> None:
-    t = Table(title="summary (accuracy on the test set; target time in the runtime's seconds)")
+    """The summary as a table; with seeds, one row per entry: the mean over seeds ± the 95% half-width."""
+    aggregates = {label: s for label, s in summary.items() if "seeds" in s}
+    rows = aggregates or summary
+    title = "summary (accuracy on the test set; target time in the runtime's seconds)"
+    if aggregates:
+        title += "; mean ± 95% t-interval over seeds, every seed in summary.json and report.md"
+    t = Table(title=title)
     for col in ("entry", "final", "best", "to target", "updates", "samples/s", "MB up", "MB down"):
         t.add_column(col, justify="left" if col == "entry" else "right", no_wrap=True)
-    for label, s in summary.items():
-        ttt = s.get("time_to_target_s")
-        t.add_row(label, f"{s['final_acc']:.3f}" if s.get("final_acc") is not None else "–",
-                  f"{s['best_acc']:.3f}" if s.get("best_acc") is not None else "–",
-                  f"{ttt:.1f} s" if ttt is not None else "not reached", str(s.get("updates")),
-                  f"{s.get('samples_per_s') or 0:.0f}", f"{(s.get('bytes_up') or 0) / 1e6:.1f}",
-                  f"{(s.get('bytes_down') or 0) / 1e6:.1f}")
+
+    def fig(s: dict, key: str, fmt: str, scale: float = 1.0) -> str:
+        value, ci = s.get(key), s.get("stats", {}).get(key, {}).get("ci95")
+        if value is None:
+            return "–"
+        text = format(value * scale, fmt)
+        return f"{text} ± {format((ci[1] - value) * scale, fmt)}" if ci else text
+
+    for label, s in rows.items():
+        reached = s.get("stats", {}).get("time_to_target_s", {}).get("reached")
+        ttt = fig(s, "time_to_target_s", ".1f")
+        ttt = f"{ttt} s" if ttt != "–" else (f"{reached} reached" if reached else "not reached")
+        t.add_row(label + (f" ({len(s['seeds'])} seeds)" if "seeds" in s else ""), fig(s, "final_acc", ".3f"),
+                  fig(s, "best_acc", ".3f"), ttt, fig(s, "updates", ".0f"), fig(s, "samples_per_s", ".0f"),
+                  fig(s, "bytes_up", ".1f", 1e-6), fig(s, "bytes_down", ".1f", 1e-6))
     out.print(t)
 
 

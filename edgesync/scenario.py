@@ -42,6 +42,7 @@ AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs(
 MAX_CLIENTS = 10_000            # clients of one scenario, or of one sweep variant
 MAX_SWEEP_VARIANTS = 1_000      # combinations of one sweep (the product of its value lists' lengths)
 MAX_SWEEP_CLIENTS = 100_000     # clients of all a sweep's variants together (each variant is built)
+MAX_SEEDS = 100                 # seeds of one scenario (each multiplies every variant)
 
 
 class Strict(BaseModel):
@@ -241,6 +242,8 @@ class Scenario(Strict):
     name: str
     description: str = ""
     seed: int = 0
+    seeds: list[int] | None = Field(None, description="run every entry once per seed (labels LABEL@seed=N); "
+                                    "summary.json adds mean, sd and a 95% t-interval over the seeds")
     runtime: Literal["live", "sim"] = "live"
     dataset: DatasetSpec = DatasetSpec()
     model: ModelSpec = ModelSpec()
@@ -258,6 +261,22 @@ class Scenario(Strict):
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
                                         "combination is a labelled sub-run (e.g. ssgd@clients=16)")
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("give at least one seed, or leave `seeds` out (one run with `seed`)")
+        if len(value) > MAX_SEEDS:
+            raise _Problem(f"at most {MAX_SEEDS} seeds", f"{len(value)}")
+        repeated = sorted({s for s in value if value.count(s) > 1})
+        if repeated:
+            raise _Problem("each seed once", f"{', '.join(map(str, repeated))} repeated")
+        if any(s < 0 for s in value):
+            raise _Problem("seeds are whole numbers ≥ 0", str(value))
+        return value
+
     @field_validator("sweep")
     @classmethod
     def _sweep(cls, value: dict[str, list[Any]], info: ValidationInfo) -> dict[str, list[Any]]:
@@ -267,16 +286,22 @@ class Scenario(Strict):
                 raise ValueError(f"sweep key {key!r} needs at least one value")
             if key == "sweep" or key.startswith("sweep."):
                 raise ValueError("a sweep cannot sweep itself")
+            if key == "seeds" or key == "seed" and info.data.get("seeds"):
+                raise ValueError("give the seeds once: `seeds: [0, 1, 2]` runs each entry once per seed "
+                                 "(a swept `seed` does the same)")
         for i, clients in enumerate(value.get("clients", [])):
             if problem := _too_many_clients(clients, ("clients", i)):
                 raise problem
         sizes = [len(values) for values in value.values()]
+        seeds = info.data.get("seeds")
+        if seeds:  # every combination runs once per seed
+            sizes.append(len(seeds))
         combinations = math.prod(sizes)
         if combinations > MAX_SWEEP_VARIANTS:
             raise _Problem(f"at most {MAX_SWEEP_VARIANTS:,} combinations",
                            f"{combinations:,}: {' × '.join(map(str, sizes))} values")
         if "clients" in value:  # each swept count once per combination of the other keys
-            total = sum(_client_count(c) or 0 for c in value["clients"]) * combinations // len(value["clients"])
+            total = sum(_client_count(c) or 0 for c in value["clients"]) * (combinations // len(value["clients"]))
         elif "clients" in info.data:  # every variant has the scenario's clients
             total = len(info.data["clients"]) * combinations
         else:  # the scenario's clients are invalid, and reported as such
@@ -506,22 +531,25 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
 # ---------------------------------------------------------------------------------------------- sweeps
 
 def sweep_combinations(scenario: Scenario, source: str = "<scenario>") -> Iterator[tuple[str, dict, str]]:
-    """(tag, data, source) of each combination of the scenario's sweep, in order; none without a sweep.
+    """(tag, data, source) of each combination of the scenario's sweep and seeds, in order; none without either.
 
-    The combinations are the product of the value lists, in the order the keys are written. `data` is the
+    The combinations are the product of the value lists, in the order the keys are written, then the
+    seeds (`seeds: [0, 1]` is a last axis `seed`, tag `seed=N`, so `ssgd@clients=8,seed=1`). `data` is the
     resolved scenario without its sweep, each key set to its value, and each algorithm entry labelled
     `LABEL@TAG`; the tag is `k=v,…` (`clients=8,lr=0.1`), a key shown by its last part when that is
     unambiguous (`lr`), else by its whole path (`clients.3.profile`). `source` names the combination in
     the errors of `scenario_from_dict(data, source)`. `edgesync.sweep.variants` validates them into
     labelled sub-runs; the sweep's bounds were checked when the scenario was.
     """
-    if not scenario.sweep:
+    if not scenario.sweep and not scenario.seeds:
         return
-    keys = list(scenario.sweep)
+    axes = {**scenario.sweep, **({"seed": scenario.seeds} if scenario.seeds else {})}  # seeds vary fastest
+    keys = list(axes)
     short = _short_names(keys)
     base = scenario.resolved()
     base.pop("sweep")
-    for combo in itertools.product(*(scenario.sweep[k] for k in keys)):
+    base["seeds"] = None
+    for combo in itertools.product(*(axes[k] for k in keys)):
         data = json.loads(json.dumps(base))  # a deep copy of plain data
         tag = ",".join(f"{short[k]}={_show(v)}" for k, v in zip(keys, combo))
         for key, value in zip(keys, combo):

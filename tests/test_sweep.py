@@ -171,3 +171,46 @@ def test_clients_as_a_count_of_alike_clients_and_its_sweep_label():
     assert [len(v.scenario.clients) for v in runs] == [2, 5]
     assert runs[0].scenario.algorithms[0].key == "asgd@clients=2×gamma-hetero"
     assert runs[0].scenario.clients[1].profile.kind == "gamma"
+
+
+def test_seeds_are_a_last_axis_labelled_seed(tmp_path):
+    path = _write(tmp_path, scenario({"clients": [2, 3]}) | {"seeds": [4, 7]})
+    runs = variants(load_scenario(path))
+    assert [v.tag for v in runs] == ["clients=2,seed=4", "clients=2,seed=7", "clients=3,seed=4", "clients=3,seed=7"]
+    assert [v.scenario.seed for v in runs] == [4, 7, 4, 7]
+    assert all(v.scenario.seeds is None for v in runs)  # a variant is one run, not a seeds axis again
+    assert runs[1].scenario.algorithms[0].key.endswith("@clients=2,seed=7")
+
+
+def test_seeds_given_twice_or_repeated_are_refused(tmp_path):
+    both = _write(tmp_path, scenario({"seed": [1, 2]}) | {"seeds": [0, 1]})
+    with pytest.raises(ScenarioError, match="give the seeds once"):
+        load_scenario(both)
+    repeated = tmp_path / "repeated.yaml"
+    repeated.write_text(yaml.safe_dump(scenario({}) | {"seeds": [0, 1, 1]}))
+    with pytest.raises(ScenarioError, match=r"seeds: each seed once \(got 1 repeated\)"):
+        load_scenario(repeated)
+
+
+def test_a_run_with_seeds_keeps_every_seed_and_adds_mean_and_interval(tmp_path):
+    data = scenario({}, runtime="sim", seeds=[0, 1, 2], algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd"}],
+                    dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": 0.3},
+                    eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1})
+    out = tmp_path / "run"
+    summary = run_scenario(scenario_from_dict(data), out, progress=False)
+    runs = [f"{a}@seed={s}" for s in (0, 1, 2) for a in ("ssgd", "asgd")]
+    assert list(summary) == [*runs, "ssgd", "asgd"]  # every seed's entry, then the aggregates
+    stored = json.loads((out / "summary.json").read_text())
+    asgd = stored["asgd"]
+    assert asgd["seeds"] == [0, 1, 2]
+    finals = [stored[f"asgd@seed={s}"]["final_acc"] for s in (0, 1, 2)]
+    assert asgd["final_acc"] == pytest.approx(sum(finals) / 3)
+    assert asgd["stats"]["final_acc"]["per_seed"] == {str(s): f for s, f in zip((0, 1, 2), finals)}
+    low, high = asgd["stats"]["final_acc"]["ci95"]
+    assert low <= asgd["final_acc"] <= high
+    # the seeds differ (initial model, data order): not three copies of one run
+    assert len(set(finals)) > 1
+    report = (out / "report.md").read_text()
+    assert "## Comparison over seeds" in report and "seeds 0, 1, 2" in report
+    assert "| `asgd` | 3 |" in report and "±" in report
+    assert (out / "plots" / "accuracy_vs_time.png").stat().st_size > 0

@@ -33,7 +33,18 @@ class RunData:
 
     @property
     def labels(self) -> list[str]:
-        return list(self.summary)
+        """The runs' labels (one per entry, seed and sweep combination), without the seeds' aggregates."""
+        return [label for label, entry in self.summary.items() if "seeds" not in entry]
+
+    @property
+    def aggregates(self) -> dict[str, dict]:
+        """label → the aggregate over seeds of that entry (metrics/seeds.py); empty without seeds."""
+        return {label: entry for label, entry in self.summary.items() if "seeds" in entry}
+
+    def seed_runs(self, label: str) -> list[str]:
+        """The per-seed run labels of an aggregate label, in seed order."""
+        from edgesync.metrics.seeds import split_seed  # formatting stays import-light
+        return [run for run in self.labels if split_seed(run)[0] == label]
 
 
 def num(value: Any) -> float | int | None:

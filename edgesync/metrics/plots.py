@@ -4,6 +4,9 @@ Each `plot_*` function draws one PNG from a `RunData` (see `edgesync.metrics.rep
 matplotlib `Figure` (the Agg canvas), never through pyplot, so drawing touches no global backend state.
 `render_report` draws them all under `matplotlib.rc_context(PLOT_STYLE)`.
 
+With seeds (metrics/seeds.py) the accuracy and traffic plots draw one line per entry, the mean over its
+seeds, and the accuracy plot shades the band from the lowest to the highest seed.
+
 Numbers are formatted by `edgesync.metrics.formatting`, as in report.md, so a plot's labels read exactly
 like the tables.
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.patches
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -45,7 +50,10 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
     fig, ax = _new_plot(
         "Test accuracy vs time" if by_time else "Test accuracy vs global model updates",
         _time_label(run) if by_time else "Global model updates", "Test accuracy (%)")
-    series = {label: _series(run.metrics, label, x_key, lambda r: num(r.get("test_acc"))) for label in run.labels}
+    acc = lambda r: num(r.get("test_acc"))
+    bands = {label: _seed_band(run, label, x_key, acc) for label in run.aggregates}  # seeds: mean and band
+    series = ({label: list(zip(b[0], b[1])) for label, b in bands.items()} if bands
+              else {label: _series(run.metrics, label, x_key, acc) for label in run.labels})
     hits = {label: _first_reaching(points, run.target_acc) for label, points in series.items()}
     annotate = by_time and sum(hit is not None for hit in hits.values()) <= MAX_ANNOTATED_HITS
     any_data = False
@@ -56,7 +64,12 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
             continue
         any_data = True
         xs, ys = zip(*points)
-        ax.plot(xs, [100 * y for y in ys], **style, **_point_markers(points), label=label)
+        ax.plot(xs, [100 * y for y in ys], **style, **_point_markers(points),
+                label=f"{label} (mean of {len(run.aggregates[label]['seeds'])} seeds)" if bands else label)
+        if label in bands:
+            band_x, _, low, high = bands[label]
+            ax.fill_between(band_x, [100 * y for y in low], [100 * y for y in high], color=style["color"],
+                            alpha=0.18, linewidth=0)
         hit = hits[label]
         if hit is not None:
             ax.plot(hit[0], 100 * hit[1], marker="*", markersize=14, color=style["color"],
@@ -65,6 +78,9 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
                 ax.annotate(f"{secs(hit[0])} s", (hit[0], 100 * hit[1]), xytext=(5, -13),
                             textcoords="offset points", fontsize=8, color=style["color"])
     handles, labels = ax.get_legend_handles_labels()
+    if bands:
+        handles.append(matplotlib.patches.Patch(color="0.6", alpha=0.35))
+        labels.append("band: lowest to highest seed")
     if run.target_acc is not None:
         ax.axhline(100 * run.target_acc, color="0.35", linestyle="--", linewidth=1.0, zorder=1)
         handles.append(Line2D([], [], color="0.35", linestyle="--", linewidth=1.0))
@@ -83,8 +99,11 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
 
 
 def plot_bytes(run: RunData, path: Path) -> Path:
-    """Cumulative bytes on the wire (up + down) against time, one line per entry."""
-    series = {label: _series(run.metrics, label, "time_s", _total_bytes) for label in run.labels}
+    """Cumulative bytes on the wire (up + down) against time, one line per entry (with seeds: the mean)."""
+    if run.aggregates:
+        series = {label: list(zip(*_seed_band(run, label, "time_s", _total_bytes)[:2])) for label in run.aggregates}
+    else:
+        series = {label: _series(run.metrics, label, "time_s", _total_bytes) for label in run.labels}
     peak = max((b for pts in series.values() for _, b in pts), default=0)
     scale, unit = _byte_unit(peak)
     fig, ax = _new_plot("Cumulative traffic on the wire (up + down)", _time_label(run), f"Traffic ({unit})")
@@ -232,6 +251,17 @@ def _series(metrics: list[dict], label: str, x_key: str, y_of) -> list[tuple[flo
     """(x, y) of one entry's evaluations that have both, sorted by x (stable)."""
     points = [(num(r.get(x_key)), y_of(r)) for r in metrics if str(r.get("algorithm")) == label]
     return sorted(((x, y) for x, y in points if x is not None and y is not None), key=lambda p: p[0])
+
+
+def _seed_band(run: RunData, label: str, x_key: str, y_of) -> tuple[list, list, list, list]:
+    """(xs, mean, lowest, highest) of an aggregate's seeds at the union of their x values: each seed's curve
+    interpolated linearly, and counted only up to its own last point (a run that stopped at its target
+    leaves the band there, nothing is extrapolated)."""
+    curves = [c for c in (_series(run.metrics, r, x_key, y_of) for r in run.seed_runs(label)) if c]
+    xs = sorted({x for c in curves for x, _ in c})
+    columns = [[float(np.interp(x, [p[0] for p in c], [p[1] for p in c])) for c in curves if x <= c[-1][0]]
+               for x in xs]
+    return (xs, [sum(v) / len(v) for v in columns], [min(v) for v in columns], [max(v) for v in columns])
 
 
 def _first_reaching(points: list[tuple[float, float]], target: float | None) -> tuple[float, float] | None:

@@ -28,6 +28,7 @@ from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
 from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, UPDATES_FILE, read_jsonl, write_atomic)
+from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
 from edgesync.metrics.summary import compute_ratio, speedup, summarize
 
 BYTES_PER_MB = 1e6                 # the report's MB are decimal megabytes
@@ -71,7 +72,7 @@ def load_run(run_dir: Path) -> RunData:
     if target is None:  # the scenario may predate the key; the stored summary knows the target
         target = next((num(e.get("target_acc")) for e in stored.values()
                        if isinstance(e, dict) and num(e.get("target_acc")) is not None), None)
-    recomputed = summarize(metrics, clients, target, algorithms=_algorithm_names(scenario))
+    recomputed = with_seed_aggregates(summarize(metrics, clients, target, algorithms=_algorithm_names(scenario)))
     # Stored entries first (their order), then any label the stored summary lacks.
     summary = {label: entry for label, entry in stored.items() if isinstance(entry, dict)}
     summary.update({label: entry for label, entry in recomputed.items() if label not in summary})
@@ -127,7 +128,11 @@ def _algorithm_names(scenario: dict) -> dict[str, str]:
 def format_report(run: RunData) -> str:
     """The text of report.md."""
     lines = [f"# {run.name}", "", _setup_paragraph(run), ""]
-    lines += ["## Comparison", "", *_comparison_table(run), ""]
+    if run.aggregates:
+        lines += ["## Comparison over seeds", "", SEEDS_NOTE, "", *_seeds_table(run), ""]
+        lines += ["## Comparison per seed", "", *_comparison_table(run), ""]
+    else:
+        lines += ["## Comparison", "", *_comparison_table(run), ""]
     lines += [_notes(run), ""]
     lines += ["## Clients", "", *_clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
@@ -147,15 +152,19 @@ def _setup_paragraph(run: RunData) -> str:
         ("dataset", _first(_get(s, "dataset"), _get(s, "data", "dataset"), _get(s, "data", "name"))),
         ("model", _get(s, "model")),
         ("partition", _partition_view(_first(_get(s, "partition"), _get(s, "data", "partition")))),
-        ("seed", _get(s, "seed")),
+        ("seed", None if run.aggregates else _get(s, "seed")),  # with seeds, listed below
         ("runtime", _get(s, "runtime")),
     ]:
         text = _describe(value)
         if text:
             parts.append(f"{what} {text}")
+    seeds = sorted({s for e in run.aggregates.values() for s in e["seeds"]})
+    if seeds:
+        parts.append(f"seeds {', '.join(map(str, seeds))}")
     sentence = "; ".join(p for p in parts if p) or "no scenario recorded"
+    shown = run.aggregates or {label: run.summary[label] for label in run.labels}
     entries = ", ".join(_code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
-                        for label, e in run.summary.items())
+                        for label, e in shown.items())
     target = f" Target test accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
     started = _started(run.metrics)
     return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}. "
@@ -239,10 +248,14 @@ def _comparison_table(run: RunData) -> list[str]:
     first = run.labels[0] if run.labels else None
     base = run.summary[first].get("time_to_target_s") if first else None
     target = f"Time to {pct(run.target_acc)} (s)" if run.target_acc is not None else "Time to target (s)"
-    header = ["Entry", "Final acc.", "Best acc.", target, f"Speedup vs {first or NONE}", "Updates",
+    paired = bool(run.aggregates)  # seeds: each run's speedup against the first entry's run of its seed
+    header = ["Entry", "Final acc.", "Best acc.", target,
+              f"Speedup vs {run.labels[0].partition('@')[0]} (same seed)" if paired else f"Speedup vs {first or NONE}",
+              "Updates",
               "Samples/s", "MB up", "MB down", "Compute ratio"]
     rows = []
-    for label, e in run.summary.items():
+    for label in run.labels:
+        e = run.summary[label]
         ttt = num(e.get("time_to_target_s"))
         evaluated = e.get("evals", 1) != 0 and e.get("final_acc") is not None
         rows.append([
@@ -250,10 +263,49 @@ def _comparison_table(run: RunData) -> list[str]:
             pct(e.get("final_acc")), pct(e.get("best_acc")),
             secs(ttt) if ttt is not None else ("not reached" if run.target_acc is not None and evaluated
                                                  else NONE),
-            _times(speedup(num(base), ttt)), _int(e.get("updates")), _rate(e.get("samples_per_s")),
+            _times(num(e.get("speedup_vs")) if paired else speedup(num(base), ttt)),
+            _int(e.get("updates")), _rate(e.get("samples_per_s")),
             _mb(e.get("bytes_up")), _mb(e.get("bytes_down")), _fixed(e.get("compute_ratio_mean"), 2),
         ])
     return _md_table(header, rows, align="l" + "r" * (len(header) - 1))
+
+
+SEEDS_NOTE = (f"Each figure is the mean over the entry's seeds ± the half-width of its 95% confidence interval "
+              f"({INTERVAL_METHOD}; summary.json keeps every seed's value under `stats`). Speedups are paired: "
+              f"each seed's time against the first entry's run of the same seed. A time to target some seeds "
+              f"never reached has no mean; the column says how many reached it.")
+
+
+def _seeds_table(run: RunData) -> list[str]:
+    first = next(iter(run.aggregates))
+    target = f"Time to {pct(run.target_acc)} (s)" if run.target_acc is not None else "Time to target (s)"
+    header = ["Entry", "Seeds", "Final acc. (%)", "Best acc. (%)", target, f"Speedup vs {first}", "MB/s",
+              "Mean lag", "Mean gap"]
+    rows = []
+    for label, e in run.aggregates.items():
+        stats = e.get("stats", {})
+        ttt = stats.get("time_to_target_s", {})
+        reached = ttt.get("reached", "")
+        time_cell = (_mean_ci(ttt, 1) if e.get("time_to_target_s") is not None
+                     else (f"{reached} reached" if reached else NONE))
+        rows.append([_code(label), str(len(e["seeds"])), _mean_ci(stats.get("final_acc"), 2, 100),
+                     _mean_ci(stats.get("best_acc"), 2, 100), time_cell,
+                     _mean_ci(stats.get("speedup_vs"), 2, suffix="×"),
+                     _mean_ci(stats.get("bytes_per_s"), 3, 1 / BYTES_PER_MB),
+                     _mean_ci(stats.get("mean_lag"), 2), _mean_ci(stats.get("mean_gap"), 3, sig=True)])
+    return _md_table(header, rows, align="lr" + "r" * (len(header) - 2))
+
+
+def _mean_ci(stat: dict | None, digits: int, scale: float = 1.0, suffix: str = "", sig: bool = False) -> str:
+    """'83.10 ± 0.42' (mean ± half-width of the 95% interval); the mean alone for one seed."""
+    if not stat or num(stat.get("mean")) is None:
+        return NONE
+    fmt = (lambda v: f"{v:.{digits}g}") if sig else (lambda v: f"{v:,.{digits}f}")
+    mean = stat["mean"] * scale
+    ci = stat.get("ci95")
+    if not ci:
+        return f"{fmt(mean)}{suffix}"
+    return f"{fmt(mean)}{suffix} ± {fmt((ci[1] - stat['mean']) * scale)}"
 
 
 def _clients_table(run: RunData) -> list[str]:
@@ -305,9 +357,10 @@ def _device(row: dict) -> str | None:
 def _notes(run: RunData) -> str:
     first = _code(run.labels[0]) if run.labels else "the first entry"
     clock = ("virtual seconds of the simulator's clock" if run.virtual_time else "wall-clock seconds")
+    against = (f"the time to target of the first entry's run with the same seed divided by the entry's"
+               if run.aggregates else f"{first}'s time to target divided by the entry's")
     return (f"Times are {clock}, counted from each entry's start. Accuracy is the global model's test "
-            f"accuracy; time to target is the first evaluation at or above it, and speedup is {first}'s "
-            f"time to target divided by the entry's. MB are 10^6 bytes on the wire per direction, measured at "
+            f"accuracy; time to target is the first evaluation at or above it, and speedup is {against}. MB are 10^6 bytes on the wire per direction, measured at "
             f"the transport. Compute ratio = compute time / wall time, averaged over clients.")
 
 

@@ -19,6 +19,7 @@ from typing import Callable
 
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
+from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
 from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
 from edgesync.runtime.progress import Progress
@@ -175,13 +176,14 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
 
 
 def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None = None) -> dict:
-    """summary.json and report.md from what the run folder holds."""
+    """summary.json and report.md from what the run folder holds (with the seeds' aggregates, if any)."""
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     clients = read_jsonl(run_dir / "clients.jsonl")
     updates = read_jsonl(run_dir / "updates.jsonl")
     names = names or {a.key: a.name for v in variants(scenario) for a in v.scenario.algorithms}
-    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=next(iter(names)),
-                        updates=updates)
+    baseline = next(iter(names))
+    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=baseline, updates=updates)
+    summary = with_seed_aggregates(summary, baseline)  # seeds: speedups paired by seed, mean ± interval
     recorder = RunRecorder(run_dir)
     recorder.write_summary(summary)
     recorder.close()
