@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -450,8 +451,12 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder")):
 
 
 @app.command()
-def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: about 7 minutes on 2 cores"),
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds: about 15 minutes on 2 cores"),
               runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
+              seeds: Optional[str] = typer.Option(None, "--seeds", help="seeds for every experiment, e.g. 0-4 "
+                                                  "(default 0-2 with --quick, else 0-4)"),
+              jobs: int = typer.Option(min(2, os.cpu_count() or 1), "--jobs", "-j", help="simulator experiments "
+                                       "run at once, one process each (live runs: always one)"),
               out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
               only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run"),
@@ -470,7 +475,11 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: a
         raise typer.Exit(2)
     root = reuse or out_dir
     if reuse is None:
-        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet)
+        chosen_seeds = _parse_seeds(seeds) if seeds is not None else None
+        if chosen_seeds is not None and len(chosen_seeds) < 2:
+            err.print("[yellow]--seeds: with one seed no claim gets an interval; every verdict will be "
+                      "inconclusive[/yellow]", highlight=False)
+        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs)
     results = rp.evaluate(root)
     if not results:
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
@@ -481,11 +490,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs: a
     if write_docs:
         # The folder's record says how its runs were made; runs without one are taken as the options say.
         key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
-        manifest = rp.read_manifest(root)
-        timed = all(r["claim"].experiment in manifest for r in results)  # else the total would mislead
-        minutes = sum(e["wall_s"] for e in manifest.values()) / 60
-        note = f"{key}, runs in `{root}`" + (f", {minutes:.1f} min of runs" if timed else "")
-        rp.write_docs(text, key, note)
+        rp.write_docs(text, key, rp.docs_note(root, key))
         out.print(f"table written to docs/results.md ({key})", highlight=False)
 
 

@@ -1,31 +1,45 @@
-"""`edgesync reproduce`: the seed papers' headline comparisons, run and checked claim by claim.
+"""`edgesync reproduce`: the seed papers' headline comparisons, run over seeds and checked claim by claim.
 
-    edgesync reproduce --quick            # reduced runs (simulator), about 7 minutes on 2 cores
-    edgesync reproduce                    # the scenarios' own settings, about 25 minutes
+    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time
+    edgesync reproduce                    # the scenarios' own settings, 5 seeds
     edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
 
 Each experiment is a scenario of scenarios/ run with a few `--set` overrides (fewer algorithms,
-shorter runs in --quick); each claim reads its figure from the run folders' summary.json — the
-paper's figure beside ours, the target the issue set, whether it holds, and the run folder. Nothing
-in the table is typed in. The output folder's reproduce.json records, per experiment, the mode, the
-runtime, the overrides and the wall time. `--write-docs` puts the table into docs/results.md between
-the markers of its mode and runtime (quick, full and live tables are kept side by side).
+shorter runs in --quick) and `seeds` (0–2 quick, 0–4 full; `--seeds` to change). Each claim's figure is
+computed per seed from the run folder's summary.json (paired: a ratio of two entries is taken within
+one seed), then summarised as a mean with a 95% Student-t interval over the seeds (metrics/seeds.py).
+The verdict is three-way: *holds* when the whole interval is on the claim's side of its threshold,
+*does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always
+with fewer than two seeds). A claim that holds by construction (a configured compression density
+fixes bytes per update) is marked so and counted apart from the measured ones. Nothing in the table
+is typed in. The output folder's reproduce.json records, per experiment, the mode, runtime,
+overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md between
+the markers of its mode and runtime, with the machine, base step times and seeds it was run with.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import platform
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
+
+import yaml
 
 from edgesync.docs_block import replace_block
+from edgesync.metrics.seeds import Interval, by_seed, interval
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = "reproduce.json"
+SEEDS = {"quick": [0, 1, 2], "full": [0, 1, 2, 3, 4]}  # the issue asks ≥ 3 quick, ≥ 5 full
 
 
 def markers(key: str) -> tuple[str, str]:
@@ -87,11 +101,30 @@ class Claim:
     text: str
     paper: str
     paper_figure: str
-    target: str
     experiment: str
-    measure: Callable[[Rows], float | None]  # None: a figure the runs cannot give (e.g. target never reached)
-    holds: Callable[[float], bool]
+    measure: Callable[[Rows], float | None]  # one seed's rows → the figure; None: the runs cannot give it
+    direction: Literal["≥", "≤"]
+    threshold: float
     unit: str = "×"
+    by_construction: str = ""  # why the figure follows from the configuration alone, if it does
+
+    @property
+    def target(self) -> str:
+        return f"{self.direction} {_signed(self.threshold)}{self.unit}"
+
+
+def _signed(value: float) -> str:
+    return f"{value:g}".replace("-", "−")
+
+
+def verdict(iv: Interval, direction: str, threshold: float) -> str:
+    """'holds' when the whole 95% interval is on the claim's side of the threshold, 'does not hold' when it
+    is wholly on the other side, else 'inconclusive' (also with fewer than two values: no interval)."""
+    if iv.low is None or iv.high is None:
+        return "inconclusive"
+    if direction == "≥":
+        return "holds" if iv.low >= threshold else "does not hold" if iv.high < threshold else "inconclusive"
+    return "holds" if iv.high <= threshold else "does not hold" if iv.low > threshold else "inconclusive"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -107,38 +140,37 @@ def _t(rows: Rows, label: str) -> float | None:
 
 
 CLAIMS = (
-    Claim("ESync time to 0.80 vs SSGD, one ×10 straggler", "esync.txt §5", "7× (ResNet-18)", "≥ 5×", "esync_iid",
-          lambda r: _ratio(_t(r, "ssgd"), _t(r, "esync")), lambda v: v >= 5),
-    Claim("ESync bytes/s ÷ ASGD bytes/s", "esync.txt §5", "1/15", "≤ 0.2", "esync_iid",
-          lambda r: _ratio(r["esync"]["bytes_per_s"], r["asgd"]["bytes_per_s"]), lambda v: v <= 0.2, ""),
-    Claim("non-i.i.d.: ESync final acc − ASGD final acc", "esync.txt §5", "ASGD impaired, ESync not", "≥ 0 pt",
-          "esync_noniid", lambda r: 100 * (_acc(r["esync"]) - _acc(r["asgd"])), lambda v: v >= 0, " pt"),
-    Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "SHAT above ASP", "≥ 0 pt", "shat_scale",
-          lambda r: 100 * (_acc(r["shat@clients=16"]) - _acc(r["asp@clients=16"])), lambda v: v >= 0, " pt"),
-    Claim("SHAT final acc − ASP final acc, one ×100 straggler (HE2)", "shat.txt Fig. 5", "SHAT above ASP", "≥ 0 pt",
-          "shat_hetero", lambda r: 100 * (_acc(r["shat@profile=x100"]) - _acc(r["asp@profile=x100"])),
-          lambda v: v >= 0, " pt"),
-    Claim("DGS bytes per update ÷ ASGD's, up", "dgs.txt §5", "99% sparsity", "≤ 0.03", "dgs",
+    Claim("ESync time to 0.80 vs SSGD, one ×10 straggler", "esync.txt §5", "7× (ResNet-18)", "esync_iid",
+          lambda r: _ratio(_t(r, "ssgd"), _t(r, "esync")), "≥", 5),
+    Claim("ESync bytes/s ÷ ASGD bytes/s", "esync.txt §5", "1/15", "esync_iid",
+          lambda r: _ratio(r["esync"]["bytes_per_s"], r["asgd"]["bytes_per_s"]), "≤", 0.2, ""),
+    Claim("non-i.i.d.: ESync final acc − ASGD final acc", "esync.txt §5", "ASGD impaired, ESync not",
+          "esync_noniid", lambda r: 100 * (_acc(r["esync"]) - _acc(r["asgd"])), "≥", 0, " pt"),
+    Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "SHAT above ASP", "shat_scale",
+          lambda r: 100 * (_acc(r["shat@clients=16"]) - _acc(r["asp@clients=16"])), "≥", 0, " pt"),
+    Claim("SHAT final acc − ASP final acc, one ×100 straggler (HE2)", "shat.txt Fig. 5", "SHAT above ASP",
+          "shat_hetero", lambda r: 100 * (_acc(r["shat@profile=x100"]) - _acc(r["asp@profile=x100"])), "≥", 0, " pt"),
+    Claim("DGS bytes per update ÷ ASGD's, up", "dgs.txt §5", "99% sparsity", "dgs",
           lambda r: _ratio(r["dgs@clients=8"]["bytes_up"] / r["dgs@clients=8"]["updates"],
-                           r["asgd@clients=8"]["bytes_up"] / r["asgd@clients=8"]["updates"]), lambda v: v <= 0.03, ""),
-    Claim("DGS time to 0.80 vs ASGD, 10 Mbit/s links", "dgs.txt §5", "5.7× (1 Gbps, ResNet-18)", "≥ 5×", "dgs",
-          lambda r: _ratio(_t(r, "asgd@clients=8"), _t(r, "dgs@clients=8")), lambda v: v >= 5),
-    Claim("DGS final acc − ASGD final acc, same updates", "dgs.txt §5", "no loss", "≥ −1 pt", "dgs",
-          lambda r: 100 * (_acc(r["dgs@clients=8"]) - _acc(r["asgd@clients=8"])), lambda v: v >= -1, " pt"),
-    Claim("NAG-ASGD mean gap ÷ DANA-DC mean gap, N = 16 homogeneous", "dana.txt Fig. 2(b)", "~10×", "≥ 5×",
-          "dana", lambda r: _ratio(r[f"nag_asgd@{_HOMO}"]["mean_gap"], r[f"dana_dc@{_HOMO}"]["mean_gap"]),
-          lambda v: v >= 5),
-    Claim("DANA-DC final acc − one worker, N = 16 homogeneous", "dana.txt Table 1", "−0.46 pt", "≥ −1.5 pt", "dana",
-          lambda r: 100 * (_acc(r[f"dana_dc@{_HOMO}"]) - _acc(r[_ONE])), lambda v: v >= -1.5, " pt"),
-    Claim("NAG-ASGD final acc − one worker, N = 16 homogeneous", "dana.txt Table 1", "−72.8 pt", "≤ −5 pt", "dana",
-          lambda r: 100 * (_acc(r[f"nag_asgd@{_HOMO}"]) - _acc(r[_ONE])), lambda v: v <= -5, " pt"),
-    Claim("DANA-DC final acc − one worker, N = 16 heterogeneous", "dana.txt Table 5", "−0.35 pt", "≥ −1.5 pt",
-          "dana", lambda r: 100 * (_acc(r[f"dana_dc@{_HETERO}"]) - _acc(r[_ONE])), lambda v: v >= -1.5, " pt"),
+                           r["asgd@clients=8"]["bytes_up"] / r["asgd@clients=8"]["updates"]), "≤", 0.03, "",
+          by_construction="rate 0.01: each update carries 1% of the entries, as (index, value) pairs"),
+    Claim("DGS time to 0.80 vs ASGD, 10 Mbit/s links", "dgs.txt §5", "5.7× (1 Gbps, ResNet-18)", "dgs",
+          lambda r: _ratio(_t(r, "asgd@clients=8"), _t(r, "dgs@clients=8")), "≥", 5),
+    Claim("DGS final acc − ASGD final acc, same updates", "dgs.txt §5", "no loss", "dgs",
+          lambda r: 100 * (_acc(r["dgs@clients=8"]) - _acc(r["asgd@clients=8"])), "≥", -1, " pt"),
+    Claim("NAG-ASGD mean gap ÷ DANA-DC mean gap, N = 16 homogeneous", "dana.txt Fig. 2(b)", "~10×", "dana",
+          lambda r: _ratio(r[f"nag_asgd@{_HOMO}"]["mean_gap"], r[f"dana_dc@{_HOMO}"]["mean_gap"]), "≥", 5),
+    Claim("DANA-DC final acc − one worker, N = 16 homogeneous", "dana.txt Table 1", "−0.46 pt", "dana",
+          lambda r: 100 * (_acc(r[f"dana_dc@{_HOMO}"]) - _acc(r[_ONE])), "≥", -1.5, " pt"),
+    Claim("NAG-ASGD final acc − one worker, N = 16 homogeneous", "dana.txt Table 1", "−72.8 pt", "dana",
+          lambda r: 100 * (_acc(r[f"nag_asgd@{_HOMO}"]) - _acc(r[_ONE])), "≤", -5, " pt"),
+    Claim("DANA-DC final acc − one worker, N = 16 heterogeneous", "dana.txt Table 5", "−0.35 pt", "dana",
+          lambda r: 100 * (_acc(r[f"dana_dc@{_HETERO}"]) - _acc(r[_ONE])), "≥", -1.5, " pt"),
 )
 
 
 def read_manifest(out: Path) -> dict:
-    """What `run_suite` recorded in `out`: experiment → {mode, runtime, overrides, wall_s}."""
+    """What `run_suite` recorded in `out`: experiment → {mode, runtime, overrides, seeds, wall_s, machine}."""
     path = out / MANIFEST
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -149,54 +181,188 @@ def folder_key(out: Path) -> str | None:
     return keys.pop() if len(keys) == 1 else None
 
 
+def machine() -> str:
+    """This machine in a few words: CPU model, cores this process may use, OS."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}"
+
+
 def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | None = None,
-              progress: bool = True) -> None:
+              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1) -> None:
+    """Run the experiments into `out/KEY`, each over `seeds` (default SEEDS of the mode); `jobs` > 1 runs
+    that many simulator experiments at once in worker processes (live runs always one at a time: their
+    client processes need the cores)."""
     out.mkdir(parents=True, exist_ok=True)
+    mode = "quick" if quick else "full"
+    seeds = list(seeds or SEEDS[mode])
+    todo = [exp for exp in EXPERIMENTS if not only or exp.key in only]
+    plans = {exp.key: [*(exp.quick if quick else exp.full), f"runtime={runtime}", f"seeds={seeds}"] for exp in todo}
+    for exp in todo:  # every scenario checked before anything runs
+        load_scenario(ROOT / exp.scenario, plans[exp.key])
     manifest = read_manifest(out)
-    for exp in EXPERIMENTS:
-        if only and exp.key not in only:
-            continue
-        overrides = [*(exp.quick if quick else exp.full), f"runtime={runtime}"]
-        t0 = time.perf_counter()
-        # a second run of the suite into the same folder moves the earlier run of an experiment aside
-        run_scenario(load_scenario(ROOT / exp.scenario, overrides), out / exp.key, progress=progress, overwrite=True)
-        manifest[exp.key] = {"mode": "quick" if quick else "full", "runtime": runtime, "scenario": exp.scenario,
-                             "overrides": overrides, "wall_s": round(time.perf_counter() - t0, 1)}
+    where = machine()
+
+    def record(exp: Experiment, wall_s: float) -> None:
+        manifest[exp.key] = {"mode": mode, "runtime": runtime, "scenario": exp.scenario, "overrides": plans[exp.key],
+                             "seeds": seeds, "wall_s": round(wall_s, 1), "machine": where}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
+
+    if jobs <= 1 or runtime == "live" or len(todo) <= 1:
+        for exp in todo:
+            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress))
+        return
+    if runtime == "sim":
+        _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
+    started = time.perf_counter()
+    _say(f"reproduce: {len(todo)} experiments × {len(seeds)} seeds, {jobs} at a time")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in todo}
+        for done, future in enumerate(as_completed(futures), 1):
+            exp = futures[future]
+            wall_s = future.result()  # a failed experiment stops the suite with its error
+            record(exp, wall_s)
+            _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {wall_s / 60:.1f} min "
+                 f"({(time.perf_counter() - started) / 60:.1f} min so far)")
+
+
+def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool) -> float:
+    t0 = time.perf_counter()
+    # a second run of the suite into the same folder moves the earlier run of an experiment aside
+    run_scenario(load_scenario(ROOT / scenario, overrides), folder, progress=progress, overwrite=True)
+    return time.perf_counter() - t0
+
+
+def _measure_step_times(scenarios: list) -> None:
+    """Fill the simulator's per-machine step-time cache before experiments run side by side, so no
+    experiment measures its step time while another one loads the cores (runtime/step_time.py)."""
+    from edgesync.runtime.simulator import Simulator
+    seen = set()
+    for sc in scenarios:
+        key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})))
+        if key not in seen:
+            seen.add(key)
+            Simulator(sc, None, None).prepare()
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def evaluate(out: Path) -> list[dict]:
-    """Every claim whose experiment has a finished run folder under `out`, with its figure."""
+    """Every claim whose experiment has a finished run folder under `out`: its figure per seed, their mean
+    and 95% interval, and the three-way verdict."""
     results = []
     for claim in CLAIMS:
         folder = out / claim.experiment
         summary = folder / "summary.json"
         if not summary.exists():
             continue
-        rows = json.loads(summary.read_text())
-        try:
-            value = claim.measure(rows)
-        except (KeyError, TypeError, ZeroDivisionError) as exc:
-            value, why = None, f"missing in the run ({type(exc).__name__}: {exc})"
-        else:
-            why = "not reached" if value is None else ""
-        if value is not None and not math.isfinite(value):
-            value, why = None, "not finite"
-        results.append({"claim": claim, "value": value, "why": why, "folder": folder,
-                        "holds": None if value is None else bool(claim.holds(value))})
+        groups = by_seed(json.loads(summary.read_text()))
+        per_seed: dict[int | None, float | None] = {}
+        whys = []
+        for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            try:
+                value = claim.measure(rows)
+            except (KeyError, TypeError, ZeroDivisionError) as exc:
+                value = None
+                whys.append(f"missing in the run ({type(exc).__name__}: {exc})")
+            else:
+                if value is None:
+                    whys.append("not reached")
+                elif not math.isfinite(value):
+                    value = None
+                    whys.append("not finite")
+            per_seed[seed] = value
+        values = [v for v in per_seed.values() if v is not None]
+        iv = interval(values)
+        results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
+                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean,
+                        "verdict": verdict(iv, claim.direction, claim.threshold) if values else "n/a"})
     return results
 
 
+def _figure(r: dict) -> str:
+    """'4.9× [4.2, 5.6] (3 seeds)': the mean, its 95% interval, and how many seeds gave the figure."""
+    c, iv = r["claim"], r["interval"]
+    if iv.mean is None:
+        return r["why"] or "n/a"
+    text = f"{_num(iv.mean)}{c.unit}"
+    if iv.low is not None:
+        text += f" [{_num(iv.low)}, {_num(iv.high)}]"
+    n = f"{iv.n} of {r['seeds']} seeds" if iv.n < r["seeds"] else f"{iv.n} seed{'s' if iv.n != 1 else ''}"
+    why = f"; {r['why']} in the others" if iv.n < r["seeds"] and r["why"] else ""
+    return f"{text} ({n}{why})"
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}".replace("-", "−")
+
+
 def table(results: list[dict]) -> str:
-    lines = ["| claim | paper | paper's figure | target | ours | verdict | run folder |",
+    """The claims as a Markdown table, measured claims first, then those that hold by construction, and a
+    count of the verdicts of each kind."""
+    lines = ["| claim | paper | paper's figure | target | ours: mean [95% CI] | verdict | run folder |",
              "|---|---|---|---|---|---|---|"]
-    for r in results:
+    measured = [r for r in results if not r["claim"].by_construction]
+    built = [r for r in results if r["claim"].by_construction]
+    for r in measured + built:
         c = r["claim"]
-        ours = (r["why"] or "n/a") if r["value"] is None else f"{r['value']:.3g}{c.unit}"
-        verdict = "—" if r["holds"] is None else ("holds" if r["holds"] else "does not hold")
-        lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {ours} | {verdict} | "
+        shown = f"{r['verdict']} (by construction: {c.by_construction})" if c.by_construction else r["verdict"]
+        lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {_figure(r)} | {shown} | "
                      f"`{r['folder']}` |")
+    lines += ["", count_line(measured, built)]
     return "\n".join(lines)
+
+
+def count_line(measured: list[dict], built: list[dict]) -> str:
+    counts = {v: sum(r["verdict"] == v for r in measured) for v in ("holds", "does not hold", "inconclusive", "n/a")}
+    parts = [f"{n} {v}" for v, n in counts.items() if n]
+    return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); by construction: {len(built)} "
+            f"({sum(r['verdict'] == 'holds' for r in built)} hold). A claim holds when its whole 95% interval "
+            f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
+            f"inconclusive otherwise.")
+
+
+def docs_note(root: Path, key: str) -> str:
+    """What the docs block says of its runs: mode, folder, minutes, seeds, machine and base step times."""
+    manifest = read_manifest(root)
+    parts = [key, f"runs in `{root}`"]
+    if manifest:
+        parts.append(f"{sum(e['wall_s'] for e in manifest.values()) / 60:.1f} min of runs")
+        seeds = sorted({s for e in manifest.values() for s in e.get("seeds", [])})
+        if seeds:
+            parts.append(f"seeds {', '.join(map(str, seeds))}")
+        machines = sorted({e["machine"] for e in manifest.values() if e.get("machine")})
+        if machines:
+            parts.append(f"machine: {'; '.join(machines)}")
+    steps = base_steps(root)
+    if steps:
+        parts.append("base step " + ", ".join(f"{ms:.2f} ms" for ms in steps))
+    return ", ".join(parts)
+
+
+def base_steps(root: Path) -> list[float]:
+    """The ×1 device step times (ms) the runs under `root` used, from their scenario.yaml."""
+    found = set()
+    for path in sorted(root.glob("*/scenario.yaml")):
+        sc = yaml.safe_load(path.read_text()) or {}
+        fixed = (sc.get("emulation") or {}).get("base_step_ms")
+        sim = sc.get("sim") or {}
+        if fixed:
+            found.add(round(float(fixed), 2))
+        elif sim.get("base_step_s"):
+            found.add(round(1e3 * float(sim["base_step_s"]), 2))
+        else:
+            found.update(round(1e3 * float(v), 2) for v in (sim.get("measured_step_s") or {}).values())
+    return sorted(found)
 
 
 def write_docs(text: str, key: str, note: str, doc: Path = ROOT / "docs" / "results.md") -> None:

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from edgesync import reproduce as rp
+from edgesync.metrics.seeds import interval, with_seed_aggregates
 from edgesync.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("exp", rp.EXPERIMENTS, ids=lambda e: e.key)
 @pytest.mark.parametrize("quick", [True, False])
 def test_every_experiment_is_a_valid_scenario(exp, quick):
-    sc = load_scenario(REPO / exp.scenario, [*(exp.quick if quick else exp.full), "runtime=sim"])
-    assert sc.runtime == "sim" and sc.algorithms
+    seeds = rp.SEEDS["quick" if quick else "full"]
+    sc = load_scenario(REPO / exp.scenario, [*(exp.quick if quick else exp.full), "runtime=sim", f"seeds={seeds}"])
+    assert sc.runtime == "sim" and sc.algorithms and sc.seeds == seeds and len(seeds) >= (3 if quick else 5)
 
 
 def row(acc=0.85, t=10.0, bytes_up=1000, updates=100, bytes_per_s=100.0, gap=0.001, diverged=False):
@@ -39,34 +42,89 @@ SUMMARIES = {
              "dana_dc@clients=16×gamma-homo": row(acc=0.85, gap=0.001),
              "dana_dc@clients=16×gamma-hetero": row(acc=0.875, gap=0.0005)},
 }
-EXPECTED = [(6.0, True), (35 / 228, True), (-2.0, False), (2.0, True), (-1.0, False), (15 / 738, True),
-            (9.0, True), (1.0, True), (20.0, True), (-3.0, False), (-78.0, True), (-0.5, True)]
+EXPECTED = [6.0, 35 / 228, -2.0, 2.0, -1.0, 15 / 738, 9.0, 1.0, 20.0, -3.0, -78.0, -0.5]  # seed 0's figures
+# Three seeds: seed s multiplies every time by (1 + s/10) and adds s/200 to every accuracy but the one-worker
+# run's: ratios of two entries stay the same (paired within a seed), differences grow by 0, 0.5, 1 pt.
+SEED_SHIFT = {0: (1.0, 0.0), 1: (1.1, 0.005), 2: (1.2, 0.01)}
 
 
-def write_runs(root: Path) -> None:
+def seeded(summary: dict, seeds=(0, 1, 2)) -> dict:
+    runs = {}
+    for s in seeds:
+        scale, shift = SEED_SHIFT[s]
+        for label, entry in summary.items():
+            e = dict(entry)
+            e["time_to_target_s"] = None if e["time_to_target_s"] is None else e["time_to_target_s"] * scale
+            if label != "nag_asgd@clients=1×x1" and not label.startswith("asgd") and not label.startswith("asp"):
+                e["final_acc"] += shift
+            tag = "@seed=" if "@" not in label else ",seed="
+            runs[f"{label}{tag}{s}"] = e
+    return with_seed_aggregates(runs, baseline=next(iter(runs)))
+
+
+def write_runs(root: Path, seeds=(0, 1, 2)) -> None:
     for key, summary in SUMMARIES.items():
         (root / key).mkdir(parents=True)
-        (root / key / "summary.json").write_text(json.dumps(summary))
+        (root / key / "summary.json").write_text(json.dumps(seeded(summary, seeds)))
 
 
-def test_claims_are_computed_from_the_run_folders(tmp_path):
+@pytest.mark.parametrize("values, direction, threshold, expected", [
+    ([6.0, 6.2, 5.8], "≥", 5, "holds"),            # mean 6, half-width 0.497: [5.50, 6.50] above 5
+    ([4.0, 6.0, 5.0], "≥", 5, "inconclusive"),     # [2.52, 7.48] straddles 5
+    ([3.0, 3.2, 2.8], "≥", 5, "does not hold"),    # [2.50, 3.50] below 5
+    ([0.15, 0.16, 0.14], "≤", 0.2, "holds"),
+    ([0.25, 0.26, 0.24], "≤", 0.2, "does not hold"),
+    ([5.0, 5.0, 5.0], "≥", 5, "holds"),            # an interval touching the threshold from its side holds
+    ([9.0], "≥", 5, "inconclusive"),               # one seed: no interval
+])
+def test_three_way_verdicts_on_known_intervals(values, direction, threshold, expected):
+    assert rp.verdict(interval(values), direction, threshold) == expected
+
+
+def test_claims_are_computed_per_seed_from_the_run_folders(tmp_path):
     write_runs(tmp_path)
     results = rp.evaluate(tmp_path)
     assert [r["claim"].text for r in results] == [c.text for c in rp.CLAIMS]
-    for r, (value, holds) in zip(results, EXPECTED):
-        assert r["value"] == pytest.approx(value), r["claim"].text
-        assert r["holds"] is holds, r["claim"].text
+    for r, seed0 in zip(results, EXPECTED):
+        assert r["per_seed"][0] == pytest.approx(seed0), r["claim"].text
+        assert r["seeds"] == 3 and r["interval"].n == 3
+    by_text = {r["claim"].text: r for r in results}
+    # ratios are paired within a seed: the same in every seed, a zero-width interval
+    speedup = by_text["ESync time to 0.80 vs SSGD, one ×10 straggler"]
+    assert speedup["per_seed"] == pytest.approx({0: 6.0, 1: 6.0, 2: 6.0}) and speedup["verdict"] == "holds"
+    # ESync − ASGD non-i.i.d.: −2, −1.5, −1 pt: mean −1.5, sd 0.5, half-width 4.303·0.5/√3 = 1.242 → [−2.74, −0.26]
+    noniid = by_text["non-i.i.d.: ESync final acc − ASGD final acc"]
+    assert noniid["interval"].mean == pytest.approx(-1.5)
+    assert noniid["interval"].high == pytest.approx(-1.5 + 4.303 * 0.5 / 3 ** 0.5)
+    assert noniid["verdict"] == "does not hold"
+    # SHAT − ASP with a ×100 straggler: −1, −0.5, 0 pt → [−2.24, 0.74]: inconclusive
+    assert by_text["SHAT final acc − ASP final acc, one ×100 straggler (HE2)"]["verdict"] == "inconclusive"
     text = rp.table(results)
-    assert text.count("\n") == len(rp.CLAIMS) + 1 and "does not hold" in text and str(tmp_path / "dgs") in text
+    assert "holds (by construction: rate 0.01" in text and "[" in text and "(3 seeds)" in text
+    assert "Measured claims: 11 (" in text and "by construction: 1 (1 hold)" in text
+    assert text.index("DGS bytes per update") > text.index("DANA-DC final acc − one worker, N = 16 heterogeneous")
+
+
+def test_one_seed_gives_figures_but_no_verdict(tmp_path):
+    write_runs(tmp_path, seeds=(0,))
+    results = rp.evaluate(tmp_path)
+    assert all(r["verdict"] == "inconclusive" for r in results)
+    assert [r["value"] for r in results] == pytest.approx(EXPECTED)
 
 
 def test_a_target_never_reached_is_shown_not_guessed(tmp_path):
     write_runs(tmp_path)
     summary = json.loads((tmp_path / "dgs" / "summary.json").read_text())
-    summary["dgs@clients=8"]["time_to_target_s"] = None
+    summary["dgs@clients=8,seed=1"]["time_to_target_s"] = None
     (tmp_path / "dgs" / "summary.json").write_text(json.dumps(summary))
     speedup = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("DGS time"))
-    assert speedup["value"] is None and speedup["holds"] is None and speedup["why"] == "not reached"
+    assert speedup["per_seed"][1] is None and speedup["interval"].n == 2
+    assert "(2 of 3 seeds; not reached in the others)" in rp.table([speedup])
+    for seed in (0, 2):
+        summary[f"dgs@clients=8,seed={seed}"]["time_to_target_s"] = None
+    (tmp_path / "dgs" / "summary.json").write_text(json.dumps(summary))
+    speedup = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("DGS time"))
+    assert speedup["value"] is None and speedup["verdict"] == "n/a" and speedup["why"] == "not reached"
 
 
 def test_write_docs_replaces_only_its_own_modes_table(tmp_path):
@@ -114,12 +172,35 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
             "sim.base_step_s=0.05")
     monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
     # Execute
-    rp.run_suite(tmp_path, quick=True, progress=False)
+    rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1])
     # Assert
     manifest = rp.read_manifest(tmp_path)
     assert list(manifest) == ["esync_iid"] and rp.folder_key(tmp_path) == "quick-sim"
     assert manifest["esync_iid"]["runtime"] == "sim" and manifest["esync_iid"]["wall_s"] > 0
-    assert manifest["esync_iid"]["overrides"][-1] == "runtime=sim"
+    assert manifest["esync_iid"]["overrides"][-2:] == ["runtime=sim", "seeds=[0, 1]"]
+    assert manifest["esync_iid"]["seeds"] == [0, 1] and "cores" in manifest["esync_iid"]["machine"]
     claims = {r["claim"].text: r for r in rp.evaluate(tmp_path)}
-    ratio = claims["ESync bytes/s ÷ ASGD bytes/s"]["value"]
-    assert ratio is not None and 0 < ratio < 1  # ESync sends less than ASGD even in 2 s
+    ratio = claims["ESync bytes/s ÷ ASGD bytes/s"]
+    assert sorted(ratio["per_seed"]) == [0, 1]
+    assert all(0 < v < 1 for v in ratio["per_seed"].values())  # ESync sends less than ASGD even in 2 s
+    note = rp.docs_note(tmp_path, "quick-sim")
+    assert "seeds 0, 1" in note and "base step 50.00 ms" in note and "cores" in note
+
+
+def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the workers inherit it
+    tiny = ("dataset.train_size=600", "algorithms=[{name: asgd, lr: 0.1}, {name: esync, lr: 0.1}]",
+            "stop={time_budget_s: 1, target_acc: 0.3}", "eval={every_s: 0.5, test_size: 100}")
+    monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),
+                                            rp.Experiment("esync_noniid", "scenarios/esync_fmnist_noniid.yaml",
+                                                          quick=tiny)))
+    rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1], jobs=2)
+    manifest = rp.read_manifest(tmp_path)
+    assert sorted(manifest) == ["esync_iid", "esync_noniid"]
+    for key in manifest:
+        summary = json.loads((tmp_path / key / "summary.json").read_text())
+        assert summary["esync"]["seeds"] == [0, 1] and summary["asgd"]["stats"]["final_acc"]["n"] == 2
+    # the step time was measured once, before the workers started, and both used it
+    steps = {json.dumps(yaml.safe_load((tmp_path / k / "scenario.yaml").read_text())["sim"]["measured_step_s"])
+             for k in manifest}
+    assert len(steps) == 1 and json.loads((tmp_path / "cache" / "step_times.json").read_text())
