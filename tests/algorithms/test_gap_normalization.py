@@ -9,9 +9,9 @@ in the comments, with the figure the old normaliser (the vector the master appli
 import pytest
 import torch
 
+from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import ModelState
 from edgesync.algorithms.dana import DanaSlimClient, DanaSlimConfig
-from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.dgs import DGSClient, DGSConfig, DGSServer
 from edgesync.algorithms.easgd import EASGDClient, EASGDConfig, EASGDServer
 from edgesync.algorithms.gradient_client import GradientClient
