@@ -3,13 +3,15 @@
 It is `asgd.ASGDServer` with its steps named as hooks and the learning-rate warm-up of `warmup` built
 in. For every update from a live client it (1) takes η from the warm-up schedule, (2) measures the lag
 τ = updates applied since the model the client computed on was sent, (3) calls `apply()`, which
-changes the global model out of place, (4) logs τ and DANA's gap G = ‖θ_apply − θ_computed‖₂/√k
-(`staleness.staleness_fields`) plus the algorithm's own fields, (5) keeps the latest BatchNorm
-statistics, and (6) returns `after_update()`'s sends: by default the reply to the sender alone.
+changes the global model out of place, (4) logs τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and G
+normalised by the RMS of the client's raw gradient, one normaliser for every algorithm
+(`staleness`: the RMS the client reported in its meta, else that of the raw gradient it sent), plus
+the algorithm's own fields, (5) keeps the latest BatchNorm statistics, and (6) returns
+`after_update()`'s sends: by default the reply to the sender alone.
 
 Hooks, each with the ASGD behaviour by default:
-- `apply(client, update, lr)` changes `self.params`; returns the vector the gap is normalized by
-  (the update's gradient) and extra fields for the update log. ASGD: θ ← θ − η·g.
+- `apply(client, update, lr)` changes `self.params`; returns extra fields for the update log.
+  ASGD: θ ← θ − η·g.
 - `outgoing(client)` the parameters the client will compute on (θ; DANA: its look-ahead θ̂); they
   are remembered in `self.sent[client]`.
 - `computed_on(client)` the parameters the arriving update was computed on (default `sent`).
@@ -28,7 +30,7 @@ import torch
 
 from edgesync.algorithms.base import Instruction, Send, ServerAlgorithm, Update
 from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.staleness import staleness_fields
+from edgesync.algorithms.staleness import raw_gradient_rms, staleness_fields
 from edgesync.algorithms.warmup import Warmup, WarmupConfig
 
 
@@ -44,10 +46,9 @@ class AsyncServer(ServerAlgorithm):
         self.sent: dict[int, torch.Tensor] = {}  # what each client computes on (references, never copies)
 
     # -- hooks -----------------------------------------------------------------------------------
-    def apply(self, client: int, update: Update, lr: float) -> tuple[torch.Tensor, dict[str, Any]]:
-        g = update.tensors["grad"]
-        self.params = self.params - lr * g
-        return g, {}
+    def apply(self, client: int, update: Update, lr: float) -> dict[str, Any]:
+        self.params = self.params - lr * update.tensors["grad"]
+        return {}
 
     def outgoing(self, client: int) -> torch.Tensor:
         return self.params
@@ -72,8 +73,9 @@ class AsyncServer(ServerAlgorithm):
         lag = self.updates - int(update.meta.get("version", self.updates))
         self.lag_sum += lag
         theta_apply, theta_computed = self.params, self.computed_on(client)
-        scale, extra = self.apply(client, update, lr)
-        fields = staleness_fields(lag, theta_apply, theta_computed, scale)
+        grad_rms = raw_gradient_rms(update.meta, update.tensors)
+        extra = self.apply(client, update, lr)
+        fields = staleness_fields(lag, theta_apply, theta_computed, grad_rms)
         if self.config.warmup_epochs:
             fields["lr"] = lr
         self.log_update(client, **fields, **extra)

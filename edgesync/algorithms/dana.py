@@ -12,8 +12,10 @@
   ĝ = g + λ·g⊙g⊙(θ − θ̂_i), θ̂_i the look-ahead last sent to client i (`momentum_asgd.delay_compensate`).
 
 The gap (Def. 1) is ‖θ_apply − θ_computed‖/√k with θ_computed the look-ahead the client was sent (for
-DANA-Slim, the Θ it was sent): the look-ahead is what makes DANA's gap small. The model evaluated is
-the master's θ (DANA-Slim: Θ).
+DANA-Slim, the Θ it was sent): the look-ahead is what makes DANA's gap small. It is normalised by the
+RMS of the client's raw gradient g, as for every algorithm (`staleness`): DANA-Zero/DC's clients send
+g itself; DANA-Slim's sends γ·v + g and reports g's RMS in its meta. The model evaluated is the
+master's θ (DANA-Slim: Θ).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Instruction, Update
 from edgesync.algorithms.momentum_asgd import DCASGDConfig, MomentumConfig, MultiASGDServer, delay_compensate
 from edgesync.algorithms.registry import register
+from edgesync.algorithms.staleness import GRAD_RMS, rms
 
 
 class DanaZeroConfig(MomentumConfig):
@@ -70,6 +73,7 @@ class DanaSlimClient(GradientClient):
         g, gamma = update.tensors["grad"], self.config.momentum
         self.velocity = g if self.velocity is None else gamma * self.velocity + g  # (k,)
         update.tensors["grad"] = gamma * self.velocity + g  # the step the master applies, times η
+        update.meta[GRAD_RMS] = rms(g)  # the gap's normaliser is the raw g, not the step sent (staleness)
         return update
 
     def state_dict(self) -> dict:

@@ -45,7 +45,9 @@ Choices fixed here:
   (() = one layer). `global` is one top-k over the flattened model (large layers crowd out small ones).
   Per layer, an update carries Σ_j max(1, ⌊R·numel_j⌋) entries: a few more than ⌊R·numel⌋.
 
-Per update the master logs, besides the lag τ and the gap ‖θ₀ + M − (θ₀ + v_k)‖/√k of the async family:
+Per update the master logs, besides the lag τ and the gap ‖θ₀ + M − (θ₀ + v_k)‖/√k of the async family
+(normalised, as for every algorithm, by the RMS of the client's raw gradient g, which the client reports
+in its meta: the sparse update with its momentum or residual is not a gradient's scale; `staleness`):
 `density_up`/`density_down` (fraction of coordinates each payload carries), `bytes_up`/`bytes_down`
 (their payload bytes, BatchNorm statistics excluded), `resync` and `v_bytes`, the master's memory for
 the N v_k vectors (N × numel × 4; also `DGSServer.v_bytes()`).
@@ -63,6 +65,7 @@ from pydantic import Field
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
 from edgesync.algorithms.registry import register
+from edgesync.algorithms.staleness import GRAD_RMS, rms
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
 from edgesync.compression.topk import select
@@ -216,7 +219,7 @@ class DGSServer(AsyncServer):
         name = "params" if resync else "G"
         fields = {**self._up, "density_down": density(reply, name, delta.numel()),
                   "bytes_down": payload_bytes(reply, name), "resync": resync, "v_bytes": self.v_bytes()}
-        return delta, fields
+        return fields
 
     def outgoing(self, client: int) -> torch.Tensor:
         return self.theta0  # unused (instruction() sends the pending reply); a constant costs no memory
@@ -301,7 +304,8 @@ class DGSClient(ClientAlgorithm):
         if buffers.numel():
             self.buffers = tensors["buffers"] = buffers
         meta = {"loss": loss, "steps": 1, "samples": t.batch_samples, "data_size": t.num_samples,
-                "version": instruction.meta.get("version", 0)}
+                "version": instruction.meta.get("version", 0),
+                GRAD_RMS: rms(g)}  # the gap's normaliser is the raw g, not the sparse update (staleness)
         return Update(tensors=tensors, meta=meta)
 
     def state_dict(self) -> dict[str, Any]:

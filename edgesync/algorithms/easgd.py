@@ -15,8 +15,10 @@ Defaults: α = 0.9/N (β = Nα = 0.9 in Zhang et al.; `moving_rate: null`, N = t
 start); τ = 10 (the survey leaves τ open; Zhang et al. use τ = 10 on ImageNet and 1–64 on CIFAR,
 and 10 is local SGD's H here). BatchNorm statistics stay with each client (they are its own model's);
 the master keeps the latest it received, for evaluating θ̃. Per update it logs the lag, the gap
-‖θ̃ − θ̃ as the client last saw it‖/√k (normalized by δ) and `distance` = ‖θ_i − θ̃‖/√k before
-the move.
+‖θ̃ − θ̃ as the client last saw it‖/√k and `distance` = ‖θ_i − θ̃‖/√k before the move. The gap is
+normalised, as for every algorithm (`staleness`), by the raw gradients' RMS, not by δ: the client
+reports the mean over its τ steps of the RMS of each step's raw gradient (a single step's scale in
+expectation, whatever τ).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.gradient_client import model_instruction
 from edgesync.algorithms.registry import register
-from edgesync.algorithms.staleness import gap
+from edgesync.algorithms.staleness import GRAD_RMS, gap, rms
 from edgesync.algorithms.warmup import WarmupConfig
 
 
@@ -54,7 +56,7 @@ class EASGDServer(AsyncServer):
         delta = self.alpha * (local - self.params)
         self.params = self.params + delta
         self.delta[client] = delta
-        return delta, {"distance": round(distance, 9)}
+        return {"distance": round(distance, 9)}
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         meta = {"lr": self.lr, "local_steps": self.config.local_steps}
@@ -86,18 +88,20 @@ class EASGDClient(ClientAlgorithm):
         steps = max(1, int(instruction.meta.get("local_steps", cfg.local_steps)))
         if self.buffers is not None and self.buffers.numel():
             t.set_buffers(self.buffers)
-        loss_sum = 0.0
+        loss_sum = rms_sum = 0.0
         for _ in range(steps):
             t.set_params(self.theta)
             g, loss = t.gradient(cfg.weight_decay)
             self.theta = self.theta - lr * g
             loss_sum += loss
+            rms_sum += rms(g)  # the raw gradient's scale, for the gap's normaliser (staleness)
         tensors = {"params": self.theta}
         buffers = t.get_buffers()
         if buffers.numel():
             self.buffers = tensors["buffers"] = buffers
         meta = {"loss": loss_sum / steps, "steps": steps, "samples": steps * t.batch_samples,
-                "data_size": t.num_samples, "version": instruction.meta.get("version", 0)}
+                "data_size": t.num_samples, "version": instruction.meta.get("version", 0),
+                GRAD_RMS: rms_sum / steps}  # the mean over the steps
         return Update(tensors=tensors, meta=meta)
 
     def state_dict(self) -> dict:

@@ -12,7 +12,8 @@ The client is ASGD's (one gradient at the θ it was sent); only the master chang
 Velocities are kept in parameter units, u = η·v (u ← γ·u + η·g; θ ← θ − u), so that the warm-up's
 momentum correction (`warmup`) is literally "scale the stored momentum by η_new/η_old"; `Velocities`
 does it lazily, when a vector is next used. At a constant η this is the update above.
-The gap of an update is ‖θ − θ_i^sent‖/√k, normalized by the received gradient g (not ĝ).
+The gap of an update is ‖θ − θ_i^sent‖/√k, normalized by the RMS of the received gradient g (not ĝ),
+which is the client's raw gradient: the normaliser every algorithm uses (`staleness`).
 """
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ class NAGASGDServer(AsyncServer):
         g = update.tensors["grad"]
         u = self.velocities.push(self.velocity_key(client), self.gradient(client, g), lr)
         self.params = self.params - u
-        return g, {}
+        return {}
 
 
 class MultiASGDServer(NAGASGDServer):

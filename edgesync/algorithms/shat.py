@@ -34,7 +34,8 @@ Variants (the paper's baselines), each overriding one hook: ASP is `asgd` (α = 
 
 Gap: θ_computed is the client's own θ_i, which the master mirrors (it knows g_i, η and α_i): one
 model-sized replica per client, kept only to measure the gap ‖θ̃ − θ_i‖/√k, which SHAT exists to
-shrink.
+shrink. It is normalised by the RMS of the raw g_i, as for every algorithm (`staleness`): with
+momentum the client sends v, so it reports g_i's RMS in its meta.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.gradient_client import model_instruction
 from edgesync.algorithms.registry import register
+from edgesync.algorithms.staleness import GRAD_RMS, rms
 from edgesync.algorithms.warmup import WarmupConfig
 
 log = logging.getLogger("edgesync.algorithms.shat")
@@ -128,7 +130,7 @@ class SHATServer(AsyncServer):
         self.owed[client] = (c, alpha)
         stepped = self.local[client] - self.lr_sent.get(client, lr) * g  # the client's own step
         self.local[client] = mix(stepped, self.params, alpha)  # … and its mixing with the reply
-        return g, {"c_i": c, "alpha": round(alpha, 6), "n": n}
+        return {"c_i": c, "alpha": round(alpha, 6), "n": n}
 
     def computed_on(self, client: int) -> torch.Tensor:
         return self.local[client]
@@ -209,6 +211,8 @@ class SHATClient(ClientAlgorithm):
             self.buffers = tensors["buffers"] = buffers
         meta = {"loss": loss, "steps": 1, "samples": t.batch_samples, "data_size": t.num_samples,
                 "version": instruction.meta.get("version", 0)}
+        if self.config.momentum:  # it sends v, not g: the gap's normaliser is the raw g (staleness)
+            meta[GRAD_RMS] = rms(g)
         return Update(tensors=tensors, meta=meta)
 
     def state_dict(self) -> dict:

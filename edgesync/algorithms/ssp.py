@@ -42,8 +42,8 @@ class SSPServer(AsyncServer):
 
     def apply(self, client: int, update: Update, lr: float):
         self.clock[client] += 1
-        g, extra = super().apply(client, update, lr)
-        return g, {**extra, "clock": self.clock[client], "held": self._ahead(client)}
+        extra = super().apply(client, update, lr)
+        return {**extra, "clock": self.clock[client], "held": self._ahead(client)}
 
     def after_update(self, client: int) -> list[Send]:
         self.waiting.add(client)

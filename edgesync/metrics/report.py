@@ -1,7 +1,7 @@
 """A run folder's report: report.md (setup, comparison table, per-client table) and plots/*.png.
 
-Reads only the folder (scenario.yaml, metrics.jsonl, clients.jsonl, summary.json), so a finished or a
-crashed run can be re-plotted at any time:
+Reads only the folder (scenario.yaml, metrics.jsonl, clients.jsonl, updates.jsonl, summary.json), so a
+finished or a crashed run can be re-plotted at any time:
 
     python -c "from pathlib import Path; from edgesync.metrics.report import render_report; \
                print(render_report(Path('runs/fmnist-4x')))"
@@ -29,7 +29,7 @@ from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_c
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
-from edgesync.metrics.summary import compute_ratio, speedup, summarize
+from edgesync.metrics.summary import GAP_FIRST_N, compute_ratio, speedup, staleness_means, summarize
 
 BYTES_PER_MB = 1e6                 # the report's MB are decimal megabytes
 STALENESS_PLOT = "staleness_vs_time.png"  # only for runs whose algorithms log lag and gap
@@ -141,6 +141,7 @@ def format_report(run: RunData) -> str:
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]
     if run.has_staleness:
+        lines += ["## Staleness", "", STALENESS_NOTE, "", *_staleness_table(run), ""]
         lines += [f"![Staleness of applied updates: lag and gap vs time]({PLOTS_DIR}/{STALENESS_PLOT})", ""]
     return "\n".join(lines)
 
@@ -342,6 +343,34 @@ def _fidelity_table(run: RunData) -> list[str]:
     return _md_table(header, body, align="lrllrrrrrl")
 
 
+STALENESS_NOTE = (f"Per applied update (updates.jsonl): the lag τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and "
+                  f"G / RMS(g), the gap normalised by the RMS of the client's raw gradient (the same normaliser "
+                  f"for every algorithm). Means over the whole run, and over each entry's first N applied "
+                  f"updates (N = {GAP_FIRST_N}, or fewer if it applied fewer): the same early stretch for all.")
+
+
+def _staleness_table(run: RunData) -> list[str]:
+    """One row per entry that logged gaps (as the staleness plot): the summary's staleness means, computed
+    from updates.jsonl, so that a folder whose summary.json predates a field still shows it."""
+    labels = [label for label in run.labels if any(r.get("algorithm") == label and "gap" in r for r in run.updates)]
+    header = ["Entry", "Updates", "Mean lag", "Mean gap G", "Mean G / RMS(g)", "First N", "Mean G, first N",
+              "Mean G / RMS(g), first N"]
+    body = []
+    for label in labels:
+        rows = [r for r in run.updates if r.get("algorithm") == label]
+        m = staleness_means(rows)
+        body.append([_code(label), _int(sum("gap" in r for r in rows)), _fixed(m["mean_lag"], 2),
+                     _sig(m["mean_gap"]), _sig(m["mean_gap_normalized"]), _int(m["gap_first_n"]),
+                     _sig(m["mean_gap_first_n"]), _sig(m["mean_gap_normalized_first_n"])])
+    return _md_table(header, body, align="lrrrrrrr")
+
+
+def _sig(value: Any) -> str:
+    """Three significant digits: gaps run from 1e-5 to 10."""
+    v = num(value)
+    return NONE if v is None else f"{v:.3g}"
+
+
 def _pct(value: Any) -> str:
     return NONE if num(value) is None else f"{num(value):+.1%}"
 
@@ -357,11 +386,11 @@ def _device(row: dict) -> str | None:
 def _notes(run: RunData) -> str:
     first = _code(run.labels[0]) if run.labels else "the first entry"
     clock = ("virtual seconds of the simulator's clock" if run.virtual_time else "wall-clock seconds")
-    against = (f"the time to target of the first entry's run with the same seed divided by the entry's"
+    against = ("the time to target of the first entry's run with the same seed divided by the entry's"
                if run.aggregates else f"{first}'s time to target divided by the entry's")
     return (f"Times are {clock}, counted from each entry's start. Accuracy is the global model's test "
-            f"accuracy; time to target is the first evaluation at or above it, and speedup is {against}. MB are 10^6 bytes on the wire per direction, measured at "
-            f"the transport. Compute ratio = compute time / wall time, averaged over clients.")
+            f"accuracy; time to target is the first evaluation at or above it, and speedup is {against}. MB "
+            f"are 10^6 bytes on the wire per direction, measured at the transport. Compute ratio = compute time / wall time, averaged over clients.")
 
 
 def _md_table(header: list[str], rows: list[list[str]], align: str) -> list[str]:

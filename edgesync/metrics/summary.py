@@ -15,6 +15,21 @@ Definitions (docs: ALGORITHMS.md, "Metrics"), for the rows of one label in recor
     speedup_vs         (only with a baseline) baseline's time_to_target_s / this label's
     evals              how many evaluations were recorded
 
+and, from the label's rows of updates.jsonl (asynchronous algorithms: one row per applied update),
+
+    mean_lag, mean_gap,
+    mean_gap_normalized          means of `lag`, `gap` and `gap_normalized` over every row
+    gap_first_n                  N: how many rows the next two are over, the first GAP_FIRST_N rows that
+                                 carry a gap, in recorded order (fewer if the run applied fewer)
+    mean_gap_first_n,
+    mean_gap_normalized_first_n  means of `gap` and `gap_normalized` over those N rows
+
+The first-N means compare algorithms over the same early stretch of training, whatever their run
+lengths: a whole-run mean mixes phases (a run that diverges, or one that trains longer at a lower gap).
+`gap_normalized` divides the gap by the RMS of the raw gradient, the same normaliser for every algorithm
+(algorithms/staleness.py). Means are over the finite values (a diverging run's last gaps are inf/nan);
+None where there are none.
+
 A value that cannot be computed (no evaluations, a zero duration, a missing key) is None, never an error.
 `summarize` is a pure function of plain lists and dicts, so every number can be checked by hand.
 """
@@ -23,6 +38,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+GAP_FIRST_N = 100  # applied updates: the early stretch over which mean_gap_first_n compares algorithms
 
 
 def summarize(
@@ -39,8 +56,8 @@ def summarize(
     algorithms: label -> registered name; a label missing from it is its own name. Labels that appear only
       in `clients` or `algorithms` (an entry that never evaluated) follow, with None for what needs evals.
     baseline: a label; adds `speedup_vs` to every entry. Raises ValueError if no entry has that label.
-    updates: rows of updates.jsonl; adds `mean_lag`, `mean_gap` and `mean_gap_normalized` (None for
-      entries that logged none, e.g. synchronous algorithms; non-finite values are left out).
+    updates: rows of updates.jsonl; adds `staleness_means` (None for entries that logged none, e.g.
+      synchronous algorithms; non-finite values are left out).
     """
     algorithms = algorithms or {}
     labels = _labels_in_order(metrics, clients, algorithms)
@@ -56,11 +73,7 @@ def summarize(
         errors = [abs(r["fidelity_error"]) for r in rows if isinstance(r.get("fidelity_error"), (int, float))]
         entry["fidelity_max_error"] = max(errors) if errors else None
         entry["diverged"] = any(r.get("diverged") for r in evals)
-        logged = [r for r in updates or () if r.get("algorithm") == label]
-        for key in ("lag", "gap", "gap_normalized"):
-            # a diverging run's last gaps are inf/nan: the mean is over the finite ones before it
-            values = [r[key] for r in logged if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
-            entry[f"mean_{key}"] = sum(values) / len(values) if values else None
+        entry.update(staleness_means([r for r in updates or () if r.get("algorithm") == label]))
         summary[label] = {"algorithm": algorithms.get(label, label), **entry}
 
     if baseline is not None:
@@ -68,6 +81,22 @@ def summarize(
         for entry in summary.values():
             entry["speedup_vs"] = speedup(base, entry["time_to_target_s"])
     return summary
+
+
+def staleness_means(rows: list[dict]) -> dict[str, Any]:
+    """mean_lag, mean_gap, mean_gap_normalized over `rows` (one label's updates.jsonl rows, in order), and
+    mean_gap_first_n, mean_gap_normalized_first_n over its first GAP_FIRST_N rows with a gap (gap_first_n:
+    how many; None if none)."""
+    first = [r for r in rows if "gap" in r][:GAP_FIRST_N]
+    means = {f"mean_{key}": _finite_mean(rows, key) for key in ("lag", "gap", "gap_normalized")}
+    return {**means, "gap_first_n": len(first) or None, "mean_gap_first_n": _finite_mean(first, "gap"),
+            "mean_gap_normalized_first_n": _finite_mean(first, "gap_normalized")}
+
+
+def _finite_mean(rows: list[dict], key: str) -> float | None:
+    # a diverging run's last gaps are inf/nan: the mean is over the finite ones before it
+    values = [r[key] for r in rows if _num(r.get(key)) is not None and math.isfinite(r[key])]
+    return sum(values) / len(values) if values else None
 
 
 def time_to_target(evals: list[dict], target_acc: float | None) -> float | None:

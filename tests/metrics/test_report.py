@@ -6,7 +6,7 @@ import pytest
 
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
-from edgesync.metrics.summary import summarize
+from edgesync.metrics.summary import GAP_FIRST_N, summarize
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = ["accuracy_vs_time.png", "accuracy_vs_updates.png", "bytes_vs_time.png", "compute_ratio.png"]
@@ -145,3 +145,27 @@ def test_staleness_plot_only_for_runs_that_log_lag_and_gap(tmp_path):
         assert ("staleness_vs_time.png" in text) is logs
         if logs:
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_staleness_section_shows_whole_run_and_first_n_means(tmp_path):
+    # Prepare: asgd-lr0.1 applied N + 50 updates, gap 0.001 (normalised 1) for the first N, then 0.004 (4)
+    _fabricate(tmp_path)
+    n = GAP_FIRST_N
+    rows = [{"algorithm": "asgd-lr0.1", "time_s": i / 100, "client": i % 2, "update": i, "lag": 2,
+             "gap": 0.001 if i < n else 0.004, "gap_normalized": 1.0 if i < n else 4.0} for i in range(n + 50)]
+    with RunRecorder(tmp_path) as rec:
+        rec.log_updates(rows)
+    # Execute
+    lines = render_report(tmp_path).read_text().splitlines()
+    # Assert: ssgd logged no gaps, so it has no row; whole-run means (n·0.001 + 50·0.004)/(n + 50) …
+    whole = (n * 0.001 + 50 * 0.004) / (n + 50)
+    whole_normalized = (n * 1.0 + 50 * 4.0) / (n + 50)
+    start = lines.index("## Staleness")
+    table = [line for line in lines[start:] if line.startswith("|")][:3]
+    assert table == [
+        "| Entry | Updates | Mean lag | Mean gap G | Mean G / RMS(g) | First N | Mean G, first N "
+        "| Mean G / RMS(g), first N |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| `asgd-lr0.1` | {n + 50:,} | 2.00 | {whole:.3g} | {whole_normalized:.3g} | {n:,} | 0.001 | 1 |",
+    ]
+    assert lines[lines.index(table[-1]) + 2].startswith("![Staleness")  # the table sits with the plot

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from edgesync.metrics.summary import compute_ratio, speedup, summarize, time_to_target
+from edgesync.metrics import summary as summary_module
+from edgesync.metrics.summary import GAP_FIRST_N, compute_ratio, speedup, summarize, time_to_target
 
 
 def _eval(label, time_s, acc, updates, samples, up, down, **extra):
@@ -52,6 +53,7 @@ def test_summary_values_by_hand():
         "fidelity_max_error": None,                                 # its rows have no fidelity figures
         "evals": 4, "speedup_vs": 1.0,
         "mean_lag": None, "mean_gap": None, "mean_gap_normalized": None,  # no updates.jsonl rows
+        "gap_first_n": None, "mean_gap_first_n": None, "mean_gap_normalized_first_n": None,
         "diverged": False,
     }
     asgd = summary["asgd-lr0.1"]
@@ -149,3 +151,41 @@ def test_a_diverging_runs_non_finite_gaps_are_left_out_of_the_mean():
                for g in (0.1, 0.3, float("inf"), float("nan"))]
     entry = summarize(metrics, [], None, updates=updates)["nag_asgd"]
     assert entry["mean_gap"] == pytest.approx(0.2) and entry["mean_gap_normalized"] == pytest.approx(0.2)
+
+
+def test_first_n_means_are_over_each_labels_first_rows_with_a_gap(monkeypatch):
+    # Prepare: N = 3; "dgs" has 5 rows (a synchronous-style row without a gap first), "asgd" only 2
+    monkeypatch.setattr(summary_module, "GAP_FIRST_N", 3)
+    metrics = [{"algorithm": a, "time_s": 0.0, "test_acc": 0.1, "updates": 0, "samples": 0} for a in ("dgs", "asgd")]
+    updates = [
+        {"algorithm": "dgs", "n_i": 4},                                      # no gap: not an applied async update
+        {"algorithm": "dgs", "lag": 0, "gap": 0.1, "gap_normalized": 1.0},
+        {"algorithm": "asgd", "lag": 1, "gap": 0.5, "gap_normalized": 5.0},
+        {"algorithm": "dgs", "lag": 2, "gap": 0.2, "gap_normalized": None},  # a zero raw gradient
+        {"algorithm": "dgs", "lag": 2, "gap": float("inf"), "gap_normalized": float("inf")},
+        {"algorithm": "dgs", "lag": 4, "gap": 0.9, "gap_normalized": 9.0},   # the 4th: after the first 3
+        {"algorithm": "asgd", "lag": 3, "gap": 0.7, "gap_normalized": 3.0},
+    ]
+    # Execute
+    summary = summarize(metrics, [], None, updates=updates)
+    # Assert
+    dgs, asgd = summary["dgs"], summary["asgd"]
+    assert dgs["gap_first_n"] == 3                                   # rows 0.1, 0.2, inf
+    assert dgs["mean_gap_first_n"] == pytest.approx(0.15)            # (0.1 + 0.2) / 2: inf is left out
+    assert dgs["mean_gap_normalized_first_n"] == 1.0                 # only 1.0 is a finite value
+    assert dgs["mean_gap"] == pytest.approx(0.4)                     # (0.1 + 0.2 + 0.9) / 3 over the run
+    assert dgs["mean_gap_normalized"] == 5.0                         # (1 + 9) / 2
+    assert asgd["gap_first_n"] == 2                                  # fewer applied than N: the N used
+    assert asgd["mean_gap_first_n"] == pytest.approx(0.6)            # (0.5 + 0.7) / 2
+    assert asgd["mean_gap_normalized_first_n"] == 4.0                # (5 + 3) / 2
+
+
+def test_first_n_is_the_module_constant_when_the_run_applied_more():
+    metrics = [{"algorithm": "asgd", "time_s": 0.0, "test_acc": 0.1, "updates": 0, "samples": 0}]
+    # gap i/1000 for update i: the first N average (N − 1)/2000; the whole run (2N updates) (2N − 1)/2000
+    updates = [{"algorithm": "asgd", "lag": 0, "gap": i / 1000, "gap_normalized": i} for i in range(2 * GAP_FIRST_N)]
+    entry = summarize(metrics, [], None, updates=updates)["asgd"]
+    assert entry["gap_first_n"] == GAP_FIRST_N
+    assert entry["mean_gap_first_n"] == pytest.approx((GAP_FIRST_N - 1) / 2000)
+    assert entry["mean_gap_normalized_first_n"] == pytest.approx((GAP_FIRST_N - 1) / 2)
+    assert entry["mean_gap"] == pytest.approx((2 * GAP_FIRST_N - 1) / 2000)

@@ -27,7 +27,8 @@ REPLY_WITHIN_S = 30.0  # generous for a busy machine
 GOOD_META = {"loss": 0.5, "steps": 1, "samples": 32, "data_size": 500, "version": 0}
 BAD_VALUES = [-1, "7", 1.5, True, None, 2**60, [0], {"a": 1}]
 BAD_META = {"version": BAD_VALUES, "steps": BAD_VALUES, "samples": BAD_VALUES,
-            "data_size": [0, -5, "500", True, 2**60, [1]], "loss": ["low", True, [1], {"a": 1}]}
+            "data_size": [0, -5, "500", True, 2**60, [1]], "loss": ["low", True, [1], {"a": 1}],
+            "grad_rms": [-0.5, "0.5", True, 2**60, [1]]}
 BAD_HEADER = {"proto": ["EdgeSync", "", None, 1], "v": [0, 2, "1", None, 1.0, True],
               "meta": [[], "x", 1, None], "tensors": [{}, "x", None, [1]]}
 BAD_SPEC = {"dtype": ["float64", "bfloat16", "", None, "FLOAT32"], "shape": [[-1], "n", [1.5], None, [True]]}

@@ -105,6 +105,7 @@ FIELDS_REFUSED = [
     (Message("UPDATE", {"version": None}), "field 'version' is None"),
     (Message("UPDATE", {"data_size": 0}), "field 'data_size' is 0, expected a finite number > 0 or null"),
     (Message("UPDATE", {"loss": "low"}), "field 'loss'"),
+    (Message("UPDATE", {"grad_rms": -0.5}), "field 'grad_rms' is -0.5, expected a finite number ≥ 0 or null"),
     (Message("QUERY", {"k": 1.5}), "QUERY field 'k' is 1.5"),
     (Message("HELLO", {"rank": "0"}), "HELLO field 'rank'"),
     (Message("HELLO", {"info": [1]}), "HELLO field 'info' is [1], expected an object or null"),
@@ -122,7 +123,7 @@ def test_bad_meta_fields_are_protocol_errors(msg, reason):
 
 def test_what_real_clients_send_passes_the_field_checks():
     check_client_fields(Message("UPDATE", {"loss": None, "steps": 1, "samples": 32, "data_size": 500, "version": 0,
-                                           "aborted_steps": 0, "anything": "else"}))
+                                           "aborted_steps": 0, "grad_rms": 0.02, "anything": "else"}))
     check_client_fields(Message("HELLO", {"rank": None, "profile": None, "info": {"host": "h"}}))
     check_client_fields(Message("STATS", {}))
     check_client_fields(Message("QUERY", {"round": 0, "k": 3, "c": None}))
