@@ -3,6 +3,7 @@
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
     edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
     edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
+    edgesync run scenarios/quickstart.yaml --tensorboard   # also TensorBoard event files in RUN_DIR/tensorboard
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
     edgesync client --connect tcp://HOST:5555 --profile x10          # on each lab machine
