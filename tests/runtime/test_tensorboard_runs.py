@@ -3,8 +3,10 @@ say, one TensorBoard run per entry label, in the simulator and (through `edgesyn
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +113,43 @@ def test_edgesync_run_tensorboard_on_a_live_run(tmp_path):
     assert f"tensorboard --logdir {out / 'tensorboard'}" in (out / "logs" / "coordinator.log").read_text()
     assert yaml.safe_load((out / "scenario.yaml").read_text())["output"]["tensorboard"] is True
     assert_mirrors_the_run_folder(out, ["ssgd", "asgd"])
+
+
+@pytest.mark.slow
+def test_a_resumed_live_run_adds_to_the_event_files_of_the_killed_one(tmp_path):
+    """SIGKILL during SSGD (the second entry), then `edgesync run --resume RUN_DIR --tensorboard`: ASGD's run
+    keeps the first attempt's points, SSGD's gets a second event file beside the first, and both still say
+    exactly what metrics.jsonl says (every line of both attempts)."""
+    scenario, out = tmp_path / "resume.yaml", tmp_path / "run"
+    scenario.write_text(yaml.safe_dump({
+        "name": "resume", "seed": 3, "runtime": "live",
+        "dataset": {"name": "fashion_mnist", "train_size": 2000}, "clients": 2,
+        "algorithms": [{"name": "asgd", "lr": 0.05}, {"name": "ssgd", "lr": 0.1}],
+        "stop": {"time_budget_s": 6, "target_acc": None},
+        "eval": {"every_s": 2, "test_size": 200}, "output": {"tensorboard": True}}))
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "EDGESYNC_CACHE": str(tmp_path / "cache")}
+    cli = [sys.executable, "-m", "edgesync.cli", "run"]
+    proc = subprocess.Popen([*cli, str(scenario), "--out", str(out), "-q"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        # Killed just after SSGD's evaluation at 2 s reached TensorBoard's file, 2 s before its next row:
+        # metrics.jsonl (written first) and the event file then hold the same rows.
+        deadline = time.monotonic() + 150
+        board = out / "tensorboard" / "ssgd"
+        while not (board.exists() and any(t > 0 for _, t, _ in scalars(board).get("accuracy/test", []))):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "SSGD never evaluated"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = {p.name: sorted(p.iterdir()) for p in (out / "tensorboard").iterdir()}
+    assert sorted(first) == ["asgd", "ssgd"] and all(len(files) == 1 for files in first.values())
+
+    result = subprocess.run([*cli, "--resume", str(out), "--tensorboard", "-q"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted((out / "tensorboard" / "asgd").iterdir()) == first["asgd"]  # finished before: untouched
+    ssgd_files = sorted((out / "tensorboard" / "ssgd").iterdir())
+    assert len(ssgd_files) == 2 and first["ssgd"][0] in ssgd_files
+    assert_mirrors_the_run_folder(out, ["asgd", "ssgd"])
