@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.metrics.summary import compute_ratio
+from edgesync.metrics.tensorboard_sink import run_name
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 
@@ -43,9 +44,9 @@ def assert_mirrors_the_run_folder(run_dir: Path, labels: list[str]) -> None:
     """Each label's accuracy, loss and bytes (step, time, value) equal its metrics.jsonl rows, its lag its
     updates.jsonl rows, its compute ratios its clients.jsonl rows; no other TensorBoard run."""
     board = run_dir / "tensorboard"
-    assert sorted(p.name for p in board.iterdir()) == sorted(labels)
+    assert sorted(p.name for p in board.iterdir()) == sorted(run_name(label) for label in labels)
     for label in labels:
-        seen = scalars(board / label)
+        seen = scalars(board / run_name(label))
         evals = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["algorithm"] == label]
         assert len(evals) >= 2, label
         for key, tag in (("test_acc", "accuracy/test"), ("test_loss", "loss/test"), ("bytes_up", "bytes/up")):
@@ -61,25 +62,27 @@ def assert_mirrors_the_run_folder(run_dir: Path, labels: list[str]) -> None:
             assert ratio == f32(compute_ratio(row)) and step == last_step
 
 
-def test_a_simulated_sweep_writes_one_run_per_label(tmp_path):
+def test_a_simulated_sweep_over_seeds_writes_one_run_per_label(tmp_path):
     data = {
-        "name": "board", "seed": 1, "runtime": "sim",
+        "name": "board", "runtime": "sim",
         "dataset": {"name": "fashion_mnist", "train_size": 1000},
         "clients": ["x1", "x3"],
-        "algorithms": [{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
+        "algorithms": [{"name": "ssgd", "lr": 0.1, "label": "ssgd lr/10"}, {"name": "asgd", "lr": 0.05}],
         "stop": {"time_budget_s": 2.0, "target_acc": None},
         "eval": {"every_s": 0.5, "test_size": 200},
         "sim": {"base_step_s": 0.1, "server_time": "zero"},
-        "sweep": {"seed": [1, 2]},
+        "seeds": [1, 2],
         "output": {"tensorboard": True},
     }
     out = tmp_path / "run"
     run_scenario(scenario_from_dict(data), out, progress=False)
-    labels = ["ssgd@seed=1", "asgd@seed=1", "ssgd@seed=2", "asgd@seed=2"]
+    labels = ["ssgd lr/10@seed=1", "asgd@seed=1", "ssgd lr/10@seed=2", "asgd@seed=2"]
     assert_mirrors_the_run_folder(out, labels)
+    assert (out / "tensorboard" / "asgd@seed=2").is_dir()  # a plain label is its own folder name
+    assert run_name("ssgd lr/10@seed=1").startswith("ssgd_lr_10@seed=1~")  # a "/" would nest folders
     asgd = scalars(out / "tensorboard" / "asgd@seed=1")
     assert len(asgd["staleness/lag"]) > 10 and max(v for _, _, v in asgd["staleness/lag"]) > 0  # the x3 client lags
-    assert "staleness/lag" not in scalars(out / "tensorboard" / "ssgd@seed=1")  # a barrier: no stale updates
+    assert "staleness/lag" not in scalars(out / "tensorboard" / run_name("ssgd lr/10@seed=1"))  # a barrier
 
 
 def test_a_run_without_the_key_writes_no_event_files(tmp_path):
