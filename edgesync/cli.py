@@ -3,6 +3,7 @@
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
     edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
     edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
+    edgesync run scenarios/quickstart.yaml --tensorboard   # also TensorBoard event files in RUN_DIR/tensorboard
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
     edgesync client --connect tcp://HOST:5555 --profile x10          # on each lab machine
@@ -118,6 +119,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                                             "(the scenario's `seeds`); summary.json adds mean and 95% interval"),
         curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
                                                           "keys for the coordinator and its client processes"),
+        tensorboard: bool = typer.Option(False, "--tensorboard", help="also write TensorBoard event files into "
+                                         "RUN_DIR/tensorboard as the run goes (sets output.tensorboard; allowed "
+                                         "with --resume)"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
@@ -133,6 +137,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         err.print("[red]--resume replays the run folder's own scenario.yaml: no --set, --runtime, --out or "
                   "--overwrite[/red]", highlight=False)
         raise typer.Exit(2)
+    if tensorboard:  # where results go, not what runs: a resumed run may turn it on too
+        overrides.append("output.tensorboard=true")
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
     from edgesync.runtime.runs import log_to, run_scenario
     run_dir = _claim(sc, out_dir, resume, overwrite)
@@ -140,6 +146,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     err.print(f"[bold]{sc.name}[/bold] ({sc.runtime}): {len(sc.clients)} clients "
               f"({', '.join(c.profile.label for c in sc.clients)}), algorithms "
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
+    if sc.output.tensorboard:
+        err.print(f"TensorBoard: tensorboard --logdir {run_dir / 'tensorboard'}", highlight=False)
     _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
                                                   curve=curve, claimed=True))
 

@@ -236,6 +236,8 @@ class EmulationSpec(Strict):
 class OutputSpec(Strict):
     dir: str = Field("runs", description="parent folder of run folders")
     name: str | None = Field(None, description="run folder name; default: scenario name + time")
+    tensorboard: bool = Field(False, description="also write TensorBoard event files into RUN_DIR/tensorboard as "
+                              "the run goes (one run per entry label); view: tensorboard --logdir RUN_DIR/tensorboard")
 
 
 class Scenario(Strict):

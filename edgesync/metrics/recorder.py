@@ -7,6 +7,8 @@ A run folder holds
     clients.jsonl    one JSON object per (label, client) when an algorithm ends
     summary.json     written atomically at the end (see `edgesync.metrics.summary.summarize`)
     report.md        and plots/*.png, written by `edgesync.metrics.report.render_report`
+    tensorboard/     with `tensorboard=True` (`output.tensorboard`): the same rows as TensorBoard event
+                     files, one run per entry label (`edgesync.metrics.tensorboard_sink`)
 
 Every JSON line is flushed and fsync'ed before `log_eval` / `log_client` return, so a crash loses at most
 the line being written; `read_jsonl` skips such a truncated line with a warning. Reopening a folder appends
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import yaml
+
+from edgesync.metrics.tensorboard_sink import TENSORBOARD_DIR, TensorBoardSink
 
 SCENARIO_FILE = "scenario.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -110,13 +114,15 @@ def read_jsonl(path: Path | str) -> list[dict]:
 class RunRecorder:
     """Appends a run's results to its folder as they happen. Usable as a context manager."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, tensorboard: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.plots_dir = self.run_dir / PLOTS_DIR
         self.plots_dir.mkdir(parents=True, exist_ok=True)
         self._metrics = self._open_append(self.run_dir / METRICS_FILE)
         self._clients = self._open_append(self.run_dir / CLIENTS_FILE)
         self._updates: IO[str] | None = None  # opened on the first per-update row
+        self.tensorboard_dir = self.run_dir / TENSORBOARD_DIR if tensorboard else None
+        self._tensorboard = TensorBoardSink(self.tensorboard_dir) if self.tensorboard_dir else None
 
     @staticmethod
     def _open_append(path: Path) -> IO[str]:
@@ -154,12 +160,16 @@ class RunRecorder:
         if self._updates is not None:
             self._updates.flush()
         self._append(self._metrics, row)
+        if self._tensorboard is not None:
+            self._tensorboard.log_eval(row)
 
     def log_client(self, row: dict) -> None:
         """Append one (algorithm, client) record to clients.jsonl, durably."""
         if "algorithm" not in row or "client" not in row:
             raise ValueError(f"a client row needs 'algorithm' and 'client'; got keys {sorted(row)}")
         self._append(self._clients, row)
+        if self._tensorboard is not None:
+            self._tensorboard.log_client(row)
 
     def log_updates(self, rows: list[dict]) -> None:
         """Append per-update instrumentation (lag, gap…) to updates.jsonl.
@@ -172,6 +182,8 @@ class RunRecorder:
         if self._updates is None:
             self._updates = self._open_append(self.run_dir / UPDATES_FILE)
         self._updates.write("".join(dumps_line(r) for r in rows))
+        if self._tensorboard is not None:
+            self._tensorboard.log_updates(rows)
 
     def write_summary(self, summary: dict) -> Path:
         """Write summary.json atomically (tmp file, fsync, os.replace); returns its path."""
@@ -187,11 +199,13 @@ class RunRecorder:
         os.fsync(f.fileno())
 
     def close(self) -> None:
-        """Close the jsonl files; calling it again does nothing."""
+        """Close the jsonl files and the TensorBoard writer; calling it again does nothing."""
         self._metrics.close()
         if self._updates is not None:
             self._updates.close()
         self._clients.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
 
     def __enter__(self) -> RunRecorder:
         return self

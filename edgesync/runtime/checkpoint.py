@@ -45,8 +45,9 @@ class Checkpoint:
 
 
 def scenario_digest(resolved: dict) -> str:
-    """A digest of what the run does; the simulator's measured step times are not part of it."""
-    plain = {k: v for k, v in resolved.items() if k != "sim"}
+    """A digest of what the run does; the simulator's measured step times and where and how results are
+    written (`output`: a resume may turn TensorBoard output on) are not part of it."""
+    plain = {k: v for k, v in resolved.items() if k not in ("sim", "output")}
     return hashlib.sha256(yaml.safe_dump(plain, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -137,7 +137,10 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
     display = Progress(enabled=progress)
     runs = variants(scenario)
     resolved = scenario.resolved()
-    with RunRecorder(run_dir) as recorder:
+    with RunRecorder(run_dir, tensorboard=scenario.output.tensorboard) as recorder:
+        if recorder.tensorboard_dir is not None:
+            log.info("TensorBoard event files in %s: view them with `tensorboard --logdir %s`",
+                     recorder.tensorboard_dir, recorder.tensorboard_dir)
         checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume,
                                          every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
