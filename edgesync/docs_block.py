@@ -45,7 +45,8 @@ def replace_block(doc: Path, begin: str, end: str, body: str, missing: str | Non
     doc.write_text(content)
 
 
-_MEASURED = re.compile(r"(?<![\w.×])[−+-]?\d+(?:[.,]\d+)?\s?(?:×|pt\b|%)")  # 5.8×, −1.8 pt, 83 %
+# 5.8×, −1.8 pt, 83.1 %; a whole percentage ("a 95% interval", "99% sparsity") is a setting
+_MEASURED = re.compile(r"(?<![\w.×])[−+-]?(?:\d+(?:[.,]\d+)?\s?(?:×|pt\b)|\d+[.,]\d+\s?%)")
 
 
 def outside_blocks(text: str) -> list[tuple[int, str]]:
@@ -63,7 +64,7 @@ def outside_blocks(text: str) -> list[tuple[int, str]]:
 
 def stray_figures(text: str) -> list[str]:
     """What a results page holds outside its blocks that only a run should write: table rows, and
-    measured-looking figures in prose (a number with ×, pt or %); each as 'line N: …'."""
+    measured-looking figures in prose (a number with × or pt, a decimal percentage); each as 'line N: …'."""
     found = []
     for n, line in outside_blocks(text):
         if line.lstrip().startswith("|"):

@@ -72,7 +72,7 @@ EXPERIMENTS = (
                quick=("algorithms=[{name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]", "stop.time_budget_s=15",
                       "eval.test_size=1000"),
                full=("algorithms=[{name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]",)),
-    Experiment("shat_scale", "scenarios/shat_scale.yaml",  # lr 0.05 diverges at n = 16 (docs/results.md)
+    Experiment("shat_scale", "scenarios/shat_scale.yaml",  # lr 0.05 diverges at n = 16 (benchmarks/async_claims.py)
                quick=("sweep={clients: [16]}", "algorithms=[{name: asgd, lr: 0.025, label: asp}, "
                       "{name: shat, lr: 0.025}]", "eval.every_s=1"),
                full=("sweep={clients: [16]}", "algorithms=[{name: asgd, lr: 0.025, label: asp}, "

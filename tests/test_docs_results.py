@@ -42,6 +42,7 @@ def test_the_check_finds_measured_figures_in_prose():
         (found,) = stray_figures(SYNTHETIC + "\n" + prose + "\n")
         assert "a measured figure in prose" in found, prose
     assert stray_figures(SYNTHETIC + "\none ×100 straggler and a ×10 one\n") == []  # a profile, not a figure
+    assert stray_figures(SYNTHETIC + "\na 95% interval at 99% sparsity\n") == []  # settings, not figures
 
 
 def test_a_block_left_open_does_not_count_as_a_block():
