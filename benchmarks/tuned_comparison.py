@@ -1,0 +1,114 @@
+"""A tuned comparison: every entry of a scenario tuned on the same grid (validation data), then run over seeds.
+
+    .venv/bin/python benchmarks/tuned_comparison.py [--scenario scenarios/dgs_tuned.yaml] [--seeds 0-2]
+                                                     [--out runs/dgs-tuned] [--from RUN_DIR] [--write-docs]
+
+Runs the scenario (its `tune:` block: each entry at every grid point it has, on one seed, chosen on the
+validation split; then the final runs with the chosen values on every seed, measured on the test set)
+and prints, per entry: the grid it got, the chosen values with their validation figure, then over the
+seeds the test figures as mean ± 95% half-width (Student t), and the speedup to the target against the
+first entry paired by seed. `--from` re-reads a finished run folder. `--write-docs` puts the tables into
+docs/results.md between `<!-- tuned:STEM:begin -->` and `<!-- tuned:STEM:end -->` (STEM: the scenario
+file's stem), with the machine, seeds, base step and wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from edgesync.docs_block import replace_block  # noqa: E402
+from edgesync.reproduce import machine  # noqa: E402
+from edgesync.runtime.runs import run_scenario  # noqa: E402
+from edgesync.scenario import load_scenario  # noqa: E402
+
+
+def mean_ci(stat: dict | None, fmt: str, scale: float = 1.0) -> str:
+    if not stat or stat.get("mean") is None:
+        return "n/a"
+    text = format(stat["mean"] * scale, fmt)
+    return f"{text} ± {format((stat['ci95'][1] - stat['mean']) * scale, fmt)}" if stat.get("ci95") else text
+
+
+def tables(run_dir: Path) -> str:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    tuning = json.loads((run_dir / "tuning.json").read_text())
+    aggregates = {label: e for label, e in summary.items() if "seeds" in e}
+    first = next(iter(aggregates))
+    metric = tuning["metric"]
+    lines = [f"Tuning: {tuning['runs']} runs on seed {tuning['seed']}, chosen by {metric.replace('_', ' ')} on "
+             f"{tuning['validation']['size']:,} validation images (training on the other "
+             f"{tuning['validation']['trained_on']:,}).", "",
+             f"| entry | grid | chosen | validation {metric.replace('_', ' ')} |", "|---|---|---|---:|"]
+    for label, e in tuning["entries"].items():
+        grid = ", ".join(f"{k} {v}" for k, v in e["grid"].items())
+        if e["not_applicable"]:
+            grid += f" ({', '.join(e['not_applicable'])}: not applicable)"
+        chosen = ", ".join(f"{k} {v}" for k, v in e["chosen"].items()) or "n/a"
+        figure = e["figure"]
+        shown = "n/a" if figure is None else (f"{figure:.4f}" if metric != "time_to_target" else f"{figure:.1f} s")
+        lines.append(f"| {label} | {grid} | {chosen} | {shown} |")
+    target = next(iter(aggregates.values())).get("target_acc")
+    lines += ["", f"| entry | seeds | final acc. (%) | best acc. (%) | time to {target} (s) | speedup vs {first} "
+              "(paired) | KB up per update |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for label, e in aggregates.items():
+        stats = e["stats"]
+        reached = stats.get("time_to_target_s", {}).get("reached", "")
+        ttt = mean_ci(stats.get("time_to_target_s"), ".1f") if e.get("time_to_target_s") is not None \
+            else f"{reached} reached"
+        per_update = [summary[f"{label}@seed={s}"]["bytes_up"] / summary[f"{label}@seed={s}"]["updates"]
+                      for s in e["seeds"] if summary[f"{label}@seed={s}"].get("updates")]
+        kb = f"{sum(per_update) / len(per_update) / 1e3:.1f}" if per_update else "n/a"
+        lines.append(f"| {label} | {len(e['seeds'])} | {mean_ci(stats.get('final_acc'), '.2f', 100)} | "
+                     f"{mean_ci(stats.get('best_acc'), '.2f', 100)} | {ttt} | "
+                     f"{mean_ci(stats.get('speedup_vs'), '.2f')} | {kb} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", default="scenarios/dgs_tuned.yaml")
+    ap.add_argument("--seeds", default="0-2", help="LOW-HIGH or comma-separated")
+    ap.add_argument("--out", type=Path, default=Path("runs/dgs-tuned"))
+    ap.add_argument("--from", dest="reuse", type=Path, default=None, help="re-read this finished run folder")
+    ap.add_argument("--write-docs", action="store_true", help="put the tables into docs/results.md")
+    args = ap.parse_args()
+    low, _, high = args.seeds.partition("-")
+    seeds = list(range(int(low), int(high) + 1)) if high else [int(s) for s in args.seeds.split(",")]
+    run_dir, started = args.reuse or args.out, time.time()
+    if args.reuse is None:
+        sc = load_scenario(ROOT / args.scenario, [f"seeds={seeds}"])
+        run_scenario(sc, run_dir, overwrite=True)
+        (run_dir / "wall_s.txt").write_text(f"{time.time() - started:.0f}\n")
+    text = tables(run_dir)
+    print(text)
+    if args.write_docs:
+        stem = Path(args.scenario).stem
+        wall = (run_dir / "wall_s.txt").read_text().strip() if (run_dir / "wall_s.txt").exists() else None
+        used = yaml.safe_load((run_dir / "scenario.yaml").read_text()).get("seeds") or seeds
+        steps = _base_step(run_dir)
+        note = (f"`benchmarks/tuned_comparison.py --scenario {args.scenario} --seeds {args.seeds} --write-docs`, "
+                f"runs in `{run_dir}`" + (f", {int(wall) / 60:.1f} min" if wall else "") +
+                f", seeds {', '.join(map(str, used))}, machine: {machine()}, base step {steps}")
+        replace_block(ROOT / "docs" / "results.md", f"<!-- tuned:{stem}:begin -->", f"<!-- tuned:{stem}:end -->",
+                      f"_Written by {note}._\n\n{text}")
+        print(f"tables written to docs/results.md (tuned:{stem})")
+
+
+def _base_step(run_dir: Path) -> str:
+    sim = (yaml.safe_load((run_dir / "scenario.yaml").read_text()) or {}).get("sim") or {}
+    steps = sorted({round(1e3 * float(v), 2) for v in (sim.get("measured_step_s") or {}).values()})
+    if sim.get("base_step_s"):
+        steps = [round(1e3 * float(sim["base_step_s"]), 2)]
+    return ", ".join(f"{ms:.2f} ms" for ms in steps) or "n/a"
+
+
+if __name__ == "__main__":
+    main()
