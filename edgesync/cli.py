@@ -244,6 +244,9 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
             continue
         out.print(f"{path}: ok — {len(sc.clients)} clients, algorithms "
                   f"{', '.join(a.key for a in sc.algorithms)}", highlight=False)
+        from edgesync.tune import run_counts, tunes
+        if tunes(sc):
+            out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
         if sc.runtime == "live":
             for note in local_notes(len(sc.clients), usable_cores(), sc.emulation.resolved_mode,
                                     sc.emulation.isolation):
@@ -279,6 +282,12 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                   highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
+    from edgesync.tune import tunes
+    if tunes(sc):
+        err.print(f"[red]{scenario or resume}: tune: runs with `edgesync run` (it starts the tuning runs' clients "
+                  "itself); for remote clients, put the values a tuning.json chose into `algorithms`[/red]",
+                  highlight=False)
+        raise typer.Exit(2)
     keys = _server_keys(curve_secret, allow)
     sock = _listen(bind, keys)  # one socket for every variant: the clients stay connected to it
     from edgesync.runtime.coordinator import Coordinator

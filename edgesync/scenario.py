@@ -8,7 +8,8 @@ read `FILE: key.path: problem (got VALUE)`.
 
 A number in the YAML that becomes a list (a client count) and a sweep (which multiplies whole
 scenarios) are bounded, and the bounds are checked before anything is built: `MAX_CLIENTS`,
-`MAX_SWEEP_VARIANTS`, `MAX_SWEEP_CLIENTS` below.
+`MAX_SWEEP_VARIANTS`, `MAX_SWEEP_CLIENTS` below, and the tuning runs a `tune` grid asks for,
+`MAX_TUNE_RUNS`. `tune_points` expands a `tune` grid for one entry (`edgesync.tune` runs it).
 """
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ MAX_CLIENTS = 10_000            # clients of one scenario, or of one sweep varia
 MAX_SWEEP_VARIANTS = 1_000      # combinations of one sweep (the product of its value lists' lengths)
 MAX_SWEEP_CLIENTS = 100_000     # clients of all a sweep's variants together (each variant is built)
 MAX_SEEDS = 100                 # seeds of one scenario (each multiplies every variant)
+# A tuning run is a whole training run: 200 of them at the DGS comparison's ~15 s each (simulator, 2 cores)
+# are nearly an hour, and a grid that asks for more is more likely a typo (a value list too many) than a plan.
+MAX_TUNE_RUNS = 200             # tuning runs of a `tune` grid, all entries together
 
 
 class Strict(BaseModel):
@@ -175,6 +179,9 @@ class EvalSpec(Strict):
     every_s: float = Field(2.0, gt=0, description="evaluate the global model this often")
     test_size: int | None = Field(2000, ge=1, description="test samples per evaluation; null = all")
     batch_size: int = Field(1000, ge=1)
+    on: Literal["test", "validation"] = Field("test", description="what the global model is tested on: the "
+                                              "test set, or the validation set `tune` carves from the training "
+                                              "data (a tuning run; needs `tune`)")
 
 
 class FaultsSpec(Strict):
@@ -233,6 +240,42 @@ class EmulationSpec(Strict):
         return self.mode or ("fixed" if self.base_step_ms is not None else "shared")
 
 
+DEFAULT_VALIDATION_FRACTION = 0.1  # of the training samples, held out when a `tune` block gives no size
+
+
+class TuneStopSpec(Strict):
+    """The tuning runs' stop rules; a key left out (null) keeps the scenario's `stop` value."""
+
+    time_budget_s: float | None = Field(None, gt=0, description="tuning runs: seconds per entry")
+    max_updates: int | None = Field(None, ge=1, description="tuning runs: global model updates per entry")
+    stop_at_target: bool | None = Field(None, description="tuning runs: end an entry once it reaches "
+                                        "stop.target_acc on the validation set")
+
+
+class TuneSpec(Strict):
+    """Equal tuning (edgesync/tune.py): every entry tried at the same grid, chosen on validation data."""
+
+    grid: dict[str, list[Any]] = Field(description="algorithm config key → values; each entry is "
+                                       "tried at every combination of the keys its config has")
+    metric: Literal["final_acc", "best_acc", "time_to_target"] = Field(
+        "final_acc", description="what chooses a point, on the validation set: the final or the best accuracy "
+        "(higher wins), or the time to stop.target_acc (shorter wins)")
+    validation_fraction: float | None = Field(None, gt=0, lt=1, description="fraction of the training samples "
+                                              "held out for validation (stratified by class); null: "
+                                              f"{DEFAULT_VALIDATION_FRACTION} unless validation_size is set")
+    validation_size: int | None = Field(None, ge=1, description="held-out samples as a count, instead of "
+                                        "validation_fraction")
+    seed: int | None = Field(None, description="the tuning runs' seed; null = the scenario's seed")
+    stop: TuneStopSpec = Field(TuneStopSpec(), description="the tuning runs' stop rules over the scenario's")
+
+    @model_validator(mode="after")
+    def _one_size(self) -> "TuneSpec":
+        if self.validation_size is not None and self.validation_fraction is not None:
+            raise ValueError(f"validation_size ({self.validation_size}) and validation_fraction "
+                             f"({self.validation_fraction:g}) both size the validation set: keep one")
+        return self
+
+
 class OutputSpec(Strict):
     dir: str = Field("runs", description="parent folder of run folders")
     name: str | None = Field(None, description="run folder name; default: scenario name + time")
@@ -262,6 +305,8 @@ class Scenario(Strict):
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
                                         "combination is a labelled sub-run (e.g. ssgd@clients=16)")
+    tune: TuneSpec | None = Field(None, description="tune every entry on the same grid, on validation data, "
+                                  "before the runs (edgesync/tune.py)")
 
     @field_validator("seeds")
     @classmethod
@@ -312,6 +357,42 @@ class Scenario(Strict):
             raise _Problem(f"at most {MAX_SWEEP_CLIENTS:,} clients in all combinations together",
                            f"{total:,} in {combinations:,} combinations")
         return value
+
+    @field_validator("tune")
+    @classmethod
+    def _tune(cls, tune: TuneSpec | None, info: ValidationInfo) -> TuneSpec | None:
+        """The grid fits the entries: each key is some entry's config key, each value valid for every entry
+        that has the key (alone and in each combination), and the runs stay within MAX_TUNE_RUNS."""
+        entries, stop = info.data.get("algorithms"), info.data.get("stop")
+        if tune is None or entries is None:  # invalid entries are reported as such
+            return tune
+        if info.data.get("sweep"):
+            raise _Problem("tune and sweep do not combine (the chosen values could differ per combination): "
+                           "tune each combination in a scenario of its own", "a sweep of "
+                           + ", ".join(info.data["sweep"]))
+        if not tune.grid:
+            raise _Problem("needs at least one key: what to tune", "{}", ("grid",))
+        for key, values in tune.grid.items():
+            _check_grid_key(key, values, entries)
+        counts = {e.key: len(tune_points(e, tune.grid)[1]) for e in entries}
+        if sum(counts.values()) > MAX_TUNE_RUNS:
+            raise _Problem(f"at most {MAX_TUNE_RUNS} tuning runs in all entries together",
+                           f"{sum(counts.values())}: " + ", ".join(f"{k} {n}" for k, n in counts.items()), ("grid",))
+        for entry in entries:  # whole combinations: rules across keys
+            for point in tune_points(entry, tune.grid)[1]:
+                if error := _invalid(entry, point):
+                    raise _Problem(f"not valid for entry {entry.key!r} at {tune_tag(point)}: {error}",
+                                   json.dumps(point), ("grid",))
+        if tune.metric == "time_to_target" and stop is not None and stop.target_acc is None:
+            raise _Problem("time_to_target needs a target: set stop.target_acc", repr(tune.metric), ("metric",))
+        return tune
+
+    @model_validator(mode="after")
+    def _validation_needs_tune(self) -> "Scenario":
+        if self.eval.on == "validation" and self.tune is None:
+            raise ValueError("eval.on is validation, but there is no tune: block to say how large the validation "
+                             "set is (tune.validation_fraction or tune.validation_size)")
+        return self
 
     @field_validator("clients", mode="before")
     @classmethod
@@ -374,6 +455,54 @@ class Scenario(Strict):
         for client, spec in zip(data["clients"], self.clients):
             client["profile"] = spec.profile.model_dump(mode="json")
         return data
+
+
+def tune_points(entry: algorithms.AlgorithmConfig, grid: dict[str, list[Any]]) -> tuple[list[str], list[dict]]:
+    """(the grid keys `entry`'s config has, every combination of their values): the product of the value
+    lists in the grid's order; no combination when the entry has none of the keys (nothing to tune)."""
+    keys = [k for k in grid if k in type(entry).model_fields]
+    if not keys:
+        return [], []
+    return keys, [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+
+
+def tune_tag(point: dict) -> str:
+    """A grid point as tuning runs are labelled by it: `lr=0.05,momentum=0.9`."""
+    return ",".join(f"{k}={_show(v)}" for k, v in point.items())
+
+
+UNTUNABLE = ("name", "label")  # what an entry is, not how it is set
+
+
+def _check_grid_key(key: str, values: list[Any], entries: list) -> None:
+    at: tuple[str | int, ...] = ("grid", key)
+    if key in UNTUNABLE:
+        raise _Problem("an entry's algorithm and label are not tuned", json.dumps(values, default=str), at)
+    if not values:
+        raise _Problem("needs at least one value", "[]", at)
+    shown = [_show(v) for v in values]
+    if dup := sorted({v for v in shown if shown.count(v) > 1}):
+        raise _Problem(f"repeated value {', '.join(dup)}", json.dumps(values, default=str), at)
+    having = [e for e in entries if key in type(e).model_fields]
+    if not having:
+        known = sorted({f for e in entries for f in type(e).model_fields} - set(UNTUNABLE))
+        close = difflib.get_close_matches(key, known, n=1)
+        raise _Problem("no algorithm entry has this key" + (f"; did you mean {close[0]!r}?" if close else
+                       f" (their keys: {', '.join(known)})"), json.dumps(values, default=str), at)
+    for entry in having:
+        for i, value in enumerate(values):
+            if error := _invalid(entry, {key: value}):
+                raise _Problem(f"not valid for entry {entry.key!r} ({entry.name}): {error}", repr(value), (*at, i))
+
+
+def _invalid(entry: algorithms.AlgorithmConfig, point: dict) -> str | None:
+    """Why `entry` with `point`'s values is not a valid config; None if it is."""
+    try:
+        type(entry).model_validate({**entry.model_dump(), **point})
+    except ValidationError as err:
+        first = err.errors()[0]
+        return first["msg"].removeprefix("Value error, ")
+    return None
 
 
 class ScenarioError(ValueError):

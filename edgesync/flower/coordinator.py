@@ -99,6 +99,10 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     """Run the scenario the run config names over `grid`; returns the run folder."""
     cfg = run_config(context)
     scenario = flower_scenario(load_run_scenario(cfg, app_dir), str(cfg["esync-budget"]))
+    from edgesync.tune import tunes
+    if tunes(scenario):
+        raise ValueError(f"{cfg['scenario']}: tune: runs with `edgesync run`, not on Flower; put the values a "
+                         "tuning.json chose into `algorithms`")
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
     resume, overwrite = bool(cfg["resume"]), bool(cfg["overwrite"])
     moved = claim_run_folder(run_dir, resume, overwrite, options=("resume=true", "overwrite=true"))

@@ -26,6 +26,12 @@ class RunData:
     target_acc: float | None
     virtual_time: bool                     # the simulator's clock, not the wall clock
     updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
+    tuning: dict | None = None             # tuning.json of a tuned run (edgesync/tune.py)
+
+    @property
+    def on_validation(self) -> bool:
+        """Whether the accuracies are validation accuracies (a tuning run's folder), not test accuracies."""
+        return (self.scenario.get("eval") or {}).get("on") == "validation"
 
     @property
     def has_staleness(self) -> bool:

@@ -40,6 +40,8 @@ UPDATES_FILE = "updates.jsonl"
 CLIENTS_FILE = "clients.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
+TUNING_FILE = "tuning.json"  # a tuned run (edgesync/tune.py): every point's validation figure, each entry's choice
+TUNING_DIR = "tuning"        # … and the tuning runs' own run folder
 PLOTS_DIR = "plots"
 
 

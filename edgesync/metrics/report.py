@@ -27,9 +27,10 @@ from edgesync.emulation.profiles import ConstantProfile, parse_profile
 from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
 from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
-                                       SUMMARY_FILE, UPDATES_FILE, read_jsonl, write_atomic)
+                                       SUMMARY_FILE, TUNING_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
 from edgesync.metrics.summary import GAP_FIRST_N, compute_ratio, speedup, staleness_means, summarize
+from edgesync.metrics.tuning_report import tuning_section
 
 BYTES_PER_MB = 1e6                 # the report's MB are decimal megabytes
 STALENESS_PLOT = "staleness_vs_time.png"  # only for runs whose algorithms log lag and gap
@@ -81,6 +82,7 @@ def load_run(run_dir: Path) -> RunData:
         scenario=scenario, metrics=metrics, clients=clients, summary=summary, target_acc=target,
         virtual_time=_kind(scenario.get("runtime")) == "sim",
         updates=read_jsonl(run_dir / UPDATES_FILE),
+        tuning=_load_json(run_dir / TUNING_FILE) or None,
     )
 
 
@@ -134,6 +136,8 @@ def format_report(run: RunData) -> str:
     else:
         lines += ["## Comparison", "", *_comparison_table(run), ""]
     lines += [_notes(run), ""]
+    if run.tuning:
+        lines += tuning_section(run.tuning)
     lines += ["## Clients", "", *_clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *_fidelity_table(run), ""]
@@ -166,7 +170,8 @@ def _setup_paragraph(run: RunData) -> str:
     shown = run.aggregates or {label: run.summary[label] for label in run.labels}
     entries = ", ".join(_code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
                         for label, e in shown.items())
-    target = f" Target test accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
+    tested = "validation" if run.on_validation else "test"
+    target = f" Target {tested} accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
     started = _started(run.metrics)
     return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}. "
             f"Entries compared: {entries or NONE}.{target}{started}")
@@ -388,8 +393,10 @@ def _notes(run: RunData) -> str:
     clock = ("virtual seconds of the simulator's clock" if run.virtual_time else "wall-clock seconds")
     against = ("the time to target of the first entry's run with the same seed divided by the entry's"
                if run.aggregates else f"{first}'s time to target divided by the entry's")
-    return (f"Times are {clock}, counted from each entry's start. Accuracy is the global model's test "
-            f"accuracy; time to target is the first evaluation at or above it, and speedup is {against}. MB "
+    tested = ("validation accuracy, on the samples `tune` held out of the training data (a tuning run)"
+              if run.on_validation else "test accuracy")
+    return (f"Times are {clock}, counted from each entry's start. Accuracy is the global model's {tested}; "
+            f"time to target is the first evaluation at or above it, and speedup is {against}. MB "
             f"are 10^6 bytes on the wire per direction, measured at the transport. Compute ratio = compute time / wall time, averaged over clients.")
 
 

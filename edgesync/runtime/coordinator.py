@@ -116,8 +116,8 @@ class Coordinator:
         sc = self.scenario
         self.workload = work = prepare_workload(sc)
         self.phases.splits = work.splits
-        self.evaluator = Evaluator(sc.model.name, work.data.num_classes, work.data.input_shape[0], work.test_x,
-                                   work.test_y, sc.eval.batch_size)
+        self.evaluator = Evaluator(sc.model.name, work.data.num_classes, work.data.input_shape[0], work.eval_x,
+                                   work.eval_y, sc.eval.batch_size)
 
     def run(self) -> None:
         self.prepare()

@@ -174,7 +174,17 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
             run_live(variant.scenario, recorder, display, logs=f"logs/{variant.tag}" if variant.tag else "logs",
                      checkpoints=checkpoints, curve=curve)
 
-    return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=scenario.runtime == "live",
+    checkpointed = scenario.runtime == "live"
+    from edgesync.tune import tune_entries, tunes
+    if tunes(scenario):  # the tuning runs first, into RUN_DIR/tuning/
+        if resume and overwrite:
+            raise RunFolderExists("resume or overwrite, not both")
+        if not claimed and (moved := claim_run_folder(run_dir, resume, overwrite)):
+            log.warning("%s held an earlier run: moved to %s", run_dir, moved)
+        scenario, resume = tune_entries(scenario, Path(run_dir), lambda tuning, folder, again: run_experiment(
+            tuning, folder, run_variant, progress, again, checkpointed=checkpointed), progress, resume, checkpointed)
+        claimed = True
+    return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=checkpointed,
                           overwrite=overwrite, claimed=claimed)
 
 

@@ -310,7 +310,7 @@ class Simulator:
     # -- results -----------------------------------------------------------------------------------
     def _evaluate(self, t: float) -> None:
         acc, loss = evaluate_state(self.eval_model, self.server.global_params(), self.server.global_buffers(),
-                                   self.workload.test_x, self.workload.test_y, self.scenario.eval.batch_size)
+                                   self.workload.eval_x, self.workload.eval_y, self.scenario.eval.batch_size)
         self.account.log_eval(self.account.counters(t, self.server.updates), acc, loss)
 
     def _log_clients(self, end: float) -> None:

@@ -2,6 +2,12 @@
 
 Shared by the coordinator (which splits the data and owns θ₀) and the clients (which build trainers
 from what the coordinator sends), so both sides agree on every detail.
+
+A scenario with `tune:` holds a validation set out of the training data (`validation_indices`): a
+stratified sample (each class in proportion) drawn with a fixed seed, VALIDATION_SPLIT_SEED, not the
+run's, so every entry, seed and run of the scenario holds out the same samples. Its clients train only
+on the rest (`client_splits`), in the tuning runs and in the final runs alike; the tuning runs
+(`eval.on: validation`) evaluate on it, the final runs on the test set.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from edgesync.data.datasets import ArrayDataset, load_dataset, to_tensor
 from edgesync.data.partition import partition
 from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
-from edgesync.scenario import DatasetSpec, PartitionSpec, Scenario
+from edgesync.scenario import DEFAULT_VALIDATION_FRACTION, DatasetSpec, PartitionSpec, Scenario
 from edgesync.trainer import StepHook, Trainer
 
 _DEVICE_RE = re.compile(r"cpu|auto|cuda(?::(\d+))?")  # what a scenario's or `edgesync client`'s device may be
@@ -35,24 +41,66 @@ def scenario_dataset(spec: DatasetSpec) -> ArrayDataset:
     return dataset(spec.name, spec.root, spec.train_size)
 
 
+VALIDATION_SPLIT_SEED = 0x7A11D  # the validation split's own seed: the same split whatever the run's seed
+
+
+def validation_split(labels: np.ndarray, size: int, seed: int = VALIDATION_SPLIT_SEED) -> np.ndarray:
+    """`size` indices into `labels`, sorted, stratified: each class gets its share of `size` (largest
+    remainders round up, ties to the lower class), its samples drawn at random with `seed`."""
+    if not 1 <= size < len(labels):
+        raise ValueError(f"a validation set of {size} samples needs 1 ≤ size < the {len(labels):,} training "
+                         "samples, and some left to train on")
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = counts * size / len(labels)
+    take = np.floor(quota).astype(np.int64)
+    order = np.argsort(-(quota - take), kind="stable")
+    take[order[:size - int(take.sum())]] += 1
+    rng = np.random.default_rng(seed)
+    chosen = [rng.permutation(np.flatnonzero(labels == c))[:k] for c, k in zip(classes, take)]
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def validation_size(scenario: Scenario, n_train: int) -> int:
+    """How many training samples the scenario's `tune` holds out (0 without `tune`)."""
+    tune = scenario.tune
+    if tune is None:
+        return 0
+    if tune.validation_size is not None:
+        return tune.validation_size
+    return max(1, round((tune.validation_fraction or DEFAULT_VALIDATION_FRACTION) * n_train))
+
+
+def validation_indices(scenario: Scenario, labels: np.ndarray) -> np.ndarray:
+    """The training-set indices the scenario holds out for validation; none without `tune`."""
+    size = validation_size(scenario, len(labels))
+    if size == 0:
+        return np.empty(0, dtype=np.int64)
+    try:
+        return validation_split(labels, size)
+    except ValueError as exc:
+        raise ValueError(f"tune: {exc} (dataset.train_size: {scenario.dataset.train_size})") from None
+
+
 def client_splits(scenario: Scenario, labels: np.ndarray) -> list[np.ndarray]:
-    """Training-sample indices for each client.
+    """Training-sample indices for each client, never one of the validation set (`validation_indices`).
 
     Clients that share a partition spec form a group. With one group (the usual case) the
-    scenario's partitioner splits the whole training set. With several (some clients have their own
-    `partition:`), the training set is first shuffled into disjoint pools sized by group, then each
-    pool is split among its group by that group's partitioner: splits stay disjoint.
+    scenario's partitioner splits the whole training set (less the validation set). With several (some
+    clients have their own `partition:`), it is first shuffled into disjoint pools sized by group, then
+    each pool is split among its group by that group's partitioner: splits stay disjoint.
     """
     specs: list[PartitionSpec] = [c.partition or scenario.partition for c in scenario.clients]
     groups: dict[str, list[int]] = {}
     for rank, spec in enumerate(specs):
         groups.setdefault(spec.model_dump_json(), []).append(rank)
     rng = np.random.default_rng([scenario.seed, 0xDA7A])
+    # without a validation set this is every index, and the pools below are what they always were
+    trainable = np.setdiff1d(np.arange(len(labels)), validation_indices(scenario, labels))
     if len(groups) == 1:
-        pools = [np.arange(len(labels))]
+        pools = [trainable]
     else:
-        order = rng.permutation(len(labels))
-        sizes = [len(members) * len(labels) // len(specs) for members in groups.values()]
+        order = trainable[rng.permutation(len(trainable))]
+        sizes = [len(members) * len(trainable) // len(specs) for members in groups.values()]
         pools = np.split(order, np.cumsum(sizes)[:-1])
     splits: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(specs)
     for (key, members), pool, g in zip(groups.items(), pools, range(len(groups))):
@@ -75,23 +123,31 @@ def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
 @dataclass
 class Workload:
     """What a coordinating runtime prepares before any client trains: the data, every client's split,
-    θ₀ and the test set it evaluates on. One preparation for the live coordinator, the simulator and
+    θ₀ and the set it evaluates on. One preparation for the live coordinator, the simulator and
     Flower, so they split, initialise and evaluate identically."""
 
     data: ArrayDataset
     splits: list[np.ndarray]
     initial: ModelState
-    test_x: torch.Tensor  # (N, C, H, W), normalised
-    test_y: torch.Tensor  # (N,)
+    eval_x: torch.Tensor  # (N, C, H, W), normalised: the test set, or (eval.on: validation) the validation set
+    eval_y: torch.Tensor  # (N,)
+    eval_on: str = "test"
 
 
 def prepare_workload(scenario: Scenario) -> Workload:
-    """Load the data, split it, build θ₀ and the test tensors: everything that can fail early."""
+    """Load the data, split it, build θ₀ and the evaluation tensors: everything that can fail early.
+
+    The test set is its first `eval.test_size` samples; the validation set is used whole (its size is
+    `tune`'s)."""
     data = scenario_dataset(scenario.dataset)
-    n_test = min(scenario.eval.test_size or len(data.test_y), len(data.test_y))
+    if scenario.eval.on == "validation":
+        held = validation_indices(scenario, data.train_y)
+        x, y = data.train_x[held], data.train_y[held]
+    else:
+        n_test = min(scenario.eval.test_size or len(data.test_y), len(data.test_y))
+        x, y = data.test_x[:n_test], data.test_y[:n_test]
     return Workload(data, client_splits(scenario, data.train_y), initial_model(scenario, data),
-                    to_tensor(data.test_x[:n_test], data.mean, data.std),
-                    torch.as_tensor(data.test_y[:n_test], dtype=torch.int64))
+                    to_tensor(x, data.mean, data.std), torch.as_tensor(y, dtype=torch.int64), scenario.eval.on)
 
 
 def resolve_device(device: str) -> torch.device:
