@@ -1,0 +1,183 @@
+"""`tune:`: the grid each entry gets, how a point is chosen from validation figures, and every mistake in a
+tune block reported with its key and value. (A real tuned run: tests/runtime/test_tune_run.py.)"""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from edgesync.metrics.tuning_report import tuning_section
+from edgesync.scenario import MAX_TUNE_RUNS, ScenarioError, load_scenario, scenario_from_dict, tune_points
+from edgesync.tune import apply_choice, choose, entry_grids, run_counts, selection, tunes, tuning_scenario
+
+FOUR = [{"name": "asgd", "lr": 0.05},
+        {"name": "gd_async", "lr": 0.05, "rate": 0.01},
+        {"name": "dgc_async", "lr": 0.015, "momentum": 0.7},
+        {"name": "dgs", "lr": 0.015, "momentum": 0.7, "label": "mine"}]
+GRID = {"lr": [0.01, 0.02, 0.05], "momentum": [0.5, 0.9]}
+
+
+def scenario(tune: dict | None = None, **extra):
+    data = {"name": "t", "seed": 3, "clients": 2, "algorithms": FOUR, "runtime": "sim",
+            "tune": {"grid": GRID} if tune is None else tune, **extra}
+    return scenario_from_dict(data)
+
+
+# -- the grid each entry gets -------------------------------------------------------------------------
+
+def test_each_entry_gets_every_combination_of_the_keys_its_config_has_with_the_same_values():
+    sc = scenario()
+    grids = {g.label: g for g in entry_grids(sc)}
+    lrs = [{"lr": v} for v in GRID["lr"]]
+    assert grids["asgd"].keys == ["lr"] and grids["asgd"].not_applicable == ["momentum"]
+    assert grids["asgd"].points == lrs and grids["gd_async"].points == lrs
+    both = [{"lr": lr, "momentum": m} for lr in GRID["lr"] for m in GRID["momentum"]]  # grid order: lr outer
+    assert grids["dgc_async"].points == both and grids["mine"].points == both
+    assert grids["mine"].not_applicable == []
+    assert [grids["mine"].run_label(p) for p in both[:2]] == ["mine@lr=0.01,momentum=0.5", "mine@lr=0.01,momentum=0.9"]
+    assert run_counts(sc) == ("18 tuning runs: asgd 3 (not applicable: momentum), gd_async 3 (not applicable: "
+                              "momentum), dgc_async 6, mine 6")
+
+
+def test_an_entry_with_none_of_the_keys_has_nothing_to_tune():
+    sc = scenario({"grid": {"momentum": [0.5, 0.9]}})
+    assert tune_points(sc.algorithms[0], sc.tune.grid) == ([], [])
+    tuning = tuning_scenario(sc)
+    assert [a.key for a in tuning.algorithms] == ["dgc_async@momentum=0.5", "dgc_async@momentum=0.9",
+                                                  "mine@momentum=0.5", "mine@momentum=0.9"]
+
+
+def test_the_tuning_runs_are_one_scenario_on_the_tuning_seed_evaluated_on_validation():
+    sc = scenario({"grid": GRID, "seed": 11, "stop": {"max_updates": 300}, "validation_size": 500},
+                  stop={"time_budget_s": 900, "max_updates": 4000, "target_acc": 0.8})
+    tuning = tuning_scenario(sc)
+    assert tuning.seed == 11 and tuning.eval.on == "validation" and tuning.name == "t-tuning"
+    assert (tuning.stop.time_budget_s, tuning.stop.max_updates, tuning.stop.target_acc) == (900, 300, 0.8)
+    assert len(tuning.algorithms) == 18 and not tunes(tuning) and tunes(sc)
+    dgs = next(a for a in tuning.algorithms if a.key == "mine@lr=0.05,momentum=0.9")
+    assert (dgs.name, dgs.lr, dgs.momentum, dgs.rate) == ("dgs", 0.05, 0.9, 0.01)  # the rest as the entry has it
+    assert tuning.tune == sc.tune  # the same validation set is held out
+    assert tuning_scenario(scenario({"grid": GRID})).seed == 3  # default: the scenario's seed
+
+
+def test_the_chosen_values_replace_the_entries_values_and_nothing_else():
+    sc = scenario()
+    record = {"entries": {"asgd": {"chosen": {"lr": 0.02}}, "gd_async": {"chosen": {"lr": 0.01}},
+                          "dgc_async": {"chosen": {"lr": 0.05, "momentum": 0.5}}, "mine": {"chosen": {}}},
+              "measured_step_s": {"32": 0.0123}}
+    final = apply_choice(sc, record)
+    assert [(a.lr, getattr(a, "momentum", None)) for a in final.algorithms] == [
+        (0.02, None), (0.01, None), (0.05, 0.5), (0.015, 0.7)]
+    assert [a.key for a in final.algorithms] == ["asgd", "gd_async", "dgc_async", "mine"]
+    assert final.tune == sc.tune and final.eval.on == "test" and final.sim.measured_step_s == {32: 0.0123}
+
+
+# -- choosing a point ----------------------------------------------------------------------------------
+
+def row(final=None, best=None, ttt=None, diverged=False):
+    return {"final_acc": final, "best_acc": best if best is not None else final, "time_to_target_s": ttt,
+            "diverged": diverged}
+
+
+def test_final_acc_picks_the_highest_and_a_tie_goes_to_the_better_best_then_the_first_point():
+    assert choose([row(0.70), row(0.81), row(0.80)], "final_acc") == 1
+    assert choose([row(0.80, best=0.82), row(0.80, best=0.85)], "final_acc") == 1
+    assert choose([row(0.80, best=0.85), row(0.80, best=0.85)], "final_acc") == 0
+
+
+def test_best_acc_picks_the_highest_best_and_a_tie_goes_to_the_better_final():
+    assert choose([row(0.70, best=0.90), row(0.85, best=0.86)], "best_acc") == 0
+    assert choose([row(0.80, best=0.90), row(0.85, best=0.90)], "best_acc") == 1
+
+
+def test_time_to_target_picks_the_shortest_and_never_reached_ranks_after_every_time():
+    assert choose([row(0.9, ttt=30.0), row(0.85, ttt=12.5), row(0.95, ttt=None)], "time_to_target") == 1
+    # a tie in time goes to the better final accuracy
+    assert choose([row(0.82, ttt=10.0), row(0.88, ttt=10.0)], "time_to_target") == 1
+    # nobody reached it: the best final accuracy, then the first point
+    assert choose([row(0.5), row(0.7), row(0.7)], "time_to_target") == 1
+
+
+def test_a_diverged_point_or_one_without_evaluations_ranks_last():
+    assert choose([row(0.95, diverged=True), row(0.30)], "final_acc") == 1
+    assert choose([row(0.9, ttt=1.0, diverged=True), row(0.8, ttt=50.0)], "time_to_target") == 1
+    assert choose([None, row(None), row(0.2)], "best_acc") == 2
+    assert choose([row(0.4, diverged=True), row(0.6, diverged=True)], "final_acc") == 1  # all diverged
+
+
+def test_selection_records_every_point_the_choice_and_the_untuned_values():
+    sc = scenario({"grid": {"lr": [0.01, 0.05], "momentum": [0.9]}, "metric": "time_to_target"})
+    summary = {"asgd@lr=0.01": row(0.81, ttt=40.0), "asgd@lr=0.05": row(0.84, ttt=20.0),
+               "gd_async@lr=0.01": row(0.7), "gd_async@lr=0.05": row(0.75),
+               "dgc_async@lr=0.01,momentum=0.9": row(0.8, ttt=30.0), "dgc_async@lr=0.05,momentum=0.9": row(0.9, ttt=5.0, diverged=True),
+               "mine@lr=0.01,momentum=0.9": row(0.85, ttt=30.0), "mine@lr=0.05,momentum=0.9": row(0.86, ttt=30.0)}
+    split = {"size": 200, "train_samples": 1000, "trained_on": 800, "split_seed": 1, "stratified": True}
+    record = selection(sc, tuning_scenario(sc), summary, split, "digest")
+    e = record["entries"]
+    assert e["asgd"]["chosen"] == {"lr": 0.05} and e["asgd"]["figure"] == 20.0
+    assert e["asgd"]["untuned"] == {"lr": 0.05} and e["asgd"]["not_applicable"] == ["momentum"]
+    assert e["gd_async"]["chosen"] == {"lr": 0.05} and e["gd_async"]["figure"] is None  # never reached: best final
+    assert e["dgc_async"]["chosen"] == {"lr": 0.01, "momentum": 0.9}  # the faster one diverged
+    assert e["mine"]["chosen"] == {"lr": 0.05, "momentum": 0.9}  # equal times: the better final accuracy
+    assert e["mine"]["grid"] == {"lr": [0.01, 0.05], "momentum": [0.9]}
+    assert [p["figure"] for p in e["dgc_async"]["points"]] == [30.0, 5.0]
+    assert record["runs"] == 8 and record["metric"] == "time_to_target" and record["seed"] == 3
+    assert record["validation"] == split
+    # the report's section shows the grid, each choice and every point
+    text = "\n".join(tuning_section(record))
+    assert "## Tuning" in text and "Grid: `lr` 0.01, 0.05; `momentum` 0.9." in text
+    assert "| `gd_async` | lr=0.05 | not reached | 2 | `momentum` |" in text
+    assert "| `mine` | lr=0.05, momentum=0.9 | 30.0 | 2 | — |" in text
+    assert "200 of the 1,000 training samples (20.0%, stratified by class" in text
+    assert "| `dgc_async` | lr=0.05, momentum=0.9 | 90.00 % | 90.00 % | 5.0 | yes |" in text
+
+
+# -- mistakes -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tune,problem", [
+    ({"grid": {"lrr": [0.1]}}, "tune.grid.lrr: no algorithm entry has this key; did you mean 'lr'? (got [0.1])"),
+    ({"grid": {"zzz": [1]}}, "tune.grid.zzz: no algorithm entry has this key (their keys: batch_size, lr, momentum"),
+    ({"grid": {"momentum": [0.5, 1.5]}},
+     "tune.grid.momentum.1: not valid for entry 'dgc_async' (dgc_async): Input should be less than 1 (got 1.5)"),
+    ({"grid": {"lr": [0.1, -1]}}, "tune.grid.lr.1: not valid for entry 'asgd' (asgd): Input should be greater "
+                                  "than 0 (got -1)"),
+    ({"grid": {"lr": []}}, "tune.grid.lr: needs at least one value (got [])"),
+    ({"grid": {"lr": [0.1, 0.1]}}, "tune.grid.lr: repeated value 0.1 (got [0.1, 0.1])"),
+    ({"grid": {"label": ["a"]}}, "tune.grid.label: an entry's algorithm and label are not tuned (got [\"a\"])"),
+    ({"grid": {}}, "tune.grid: needs at least one key: what to tune (got {})"),
+    ({"grid": {"lr": [0.1]}, "metric": "accuracy"}, "tune.metric: Input should be 'final_acc', 'best_acc' or "
+                                                    "'time_to_target' (got 'accuracy')"),
+    ({"grid": {"lr": [0.1]}, "validation_fraction": 1.5}, "tune.validation_fraction: Input should be less than 1"),
+    ({"grid": {"lr": [0.1]}, "validation_size": 100, "validation_fraction": 0.2},
+     "tune: validation_size (100) and validation_fraction (0.2) both size the validation set: keep one"),
+    ({"grid": {"lr": [0.1]}, "stop": {"max_updates": 0}}, "tune.stop.max_updates: Input should be greater than or "
+                                                          "equal to 1 (got 0)"),
+    ({"grid": {"lr": [0.1]}, "stopp": {}}, "tune.stopp: unknown key (not part of the scenario schema; did you mean "
+                                           "'stop'?)"),
+    ({"grid": {"lr": [x / 1000 for x in range(1, 42)], "momentum": [0.5, 0.7, 0.9]}},
+     f"tune.grid: at most {MAX_TUNE_RUNS} tuning runs in all entries together (got 328: asgd 41, gd_async 41, "
+     "dgc_async 123, mine 123)"),
+])
+def test_a_bad_tune_block_names_the_key_and_the_value(tmp_path, tune, problem):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "t", "clients": 2, "algorithms": FOUR, "tune": tune}))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert any(line.startswith(f"{path}: {problem}") for line in str(info.value).splitlines()), str(info.value)
+
+
+def test_time_to_target_needs_a_target_and_tune_does_not_combine_with_a_sweep():
+    with pytest.raises(ScenarioError, match=r"tune.metric: time_to_target needs a target: set stop.target_acc"):
+        scenario({"grid": {"lr": [0.1]}, "metric": "time_to_target"}, stop={"target_acc": None})
+    with pytest.raises(ScenarioError, match=r"tune: tune and sweep do not combine .* \(got a sweep of clients\)"):
+        scenario(sweep={"clients": [2, 4]})
+
+
+def test_evaluating_on_validation_needs_a_tune_block():
+    with pytest.raises(ScenarioError, match=r"eval.on is validation, but there is no tune: block"):
+        scenario_from_dict({"name": "t", "clients": 1, "algorithms": [{"name": "asgd"}], "eval": {"on": "validation"}})
+
+
+def test_a_tuned_scenario_round_trips_through_its_resolved_form():
+    sc = scenario({"grid": GRID, "validation_size": 300, "stop": {"time_budget_s": 5}})
+    again = scenario_from_dict(sc.resolved())
+    assert again.tune == sc.tune and tuning_scenario(again).resolved() == tuning_scenario(sc).resolved()
