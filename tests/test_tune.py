@@ -181,3 +181,19 @@ def test_a_tuned_scenario_round_trips_through_its_resolved_form():
     sc = scenario({"grid": GRID, "validation_size": 300, "stop": {"time_budget_s": 5}})
     again = scenario_from_dict(sc.resolved())
     assert again.tune == sc.tune and tuning_scenario(again).resolved() == tuning_scenario(sc).resolved()
+
+
+# -- the command line -----------------------------------------------------------------------------------
+
+def test_validate_says_how_many_tuning_runs_and_the_coordinator_refuses_to_tune(tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump({"name": "t", "clients": 2, "algorithms": FOUR, "tune": {"grid": GRID}}))
+    result = CliRunner().invoke(app, ["validate", str(path)], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert f"{path}: tune: 18 tuning runs: asgd 3 (not applicable: momentum)" in result.output
+    result = CliRunner().invoke(app, ["coordinator", "--scenario", str(path), "--bind", "tcp://127.0.0.1:0"],
+                                terminal_width=400)
+    assert result.exit_code == 2 and "tune: runs with `edgesync run`" in result.output

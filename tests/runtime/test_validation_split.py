@@ -8,6 +8,7 @@ import torch
 
 from edgesync.data.datasets import to_tensor
 from edgesync.data.partition import partition
+from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.workload import (VALIDATION_SPLIT_SEED, client_splits, prepare_workload, scenario_dataset,
                                        validation_indices, validation_split)
 from edgesync.scenario import scenario_from_dict
@@ -105,3 +106,20 @@ def test_a_validation_set_as_large_as_the_training_data_is_refused(labels):
     with pytest.raises(ValueError, match=r"tune: a validation set of 1000 samples .* 1,000 training samples.*"
                                          r"train_size: 1000"):
         validation_indices(scenario({"grid": {"lr": [0.1]}, "validation_size": 1000}), labels)
+
+
+def test_the_live_coordinator_holds_out_the_same_samples_and_tests_on_them(loopback):
+    """Live clients train on the indices the coordinator sends: those of client_splits, validation excluded."""
+    run = loopback(tune={"grid": {"lr": [0.05]}, "validation_size": 97},
+                   eval={"every_s": 0.5, "test_size": 200, "on": "validation"},
+                   algorithms=[{"name": "asgd", "lr": 0.05}]).start()
+    run.join()
+    assert run.error is None and not run.client_errors
+    labels = scenario_dataset(run.scenario.dataset).train_y
+    held = validation_indices(run.scenario, labels)
+    sent = run.coordinator.phases.splits
+    assert all(np.array_equal(a, b) for a, b in zip(sent, client_splits(run.scenario, labels)))
+    assert not set(np.concatenate(sent)) & set(held)
+    rows = read_jsonl(run.run_dir / "metrics.jsonl")
+    assert len(rows) >= 2 and all(abs(r["test_acc"] * 97 - round(r["test_acc"] * 97)) < 1e-3 for r in rows)
+    assert run.coordinator.workload.eval_on == "validation" and len(run.coordinator.workload.eval_y) == 97
