@@ -133,3 +133,20 @@ def test_a_resumed_folder_reuses_its_finished_tuning(tuned):
     other = scenario_from_dict({**SCENARIO, "tune": {**SCENARIO["tune"], "grid": {"lr": [0.3]}}})
     with pytest.raises(CheckpointError, match="tuning.json was written for other tuning runs"):
         tune_entries(other, out, must_not_run, progress=False, resume=True, checkpointed=True)
+
+
+def test_the_tuning_runs_use_one_seed_and_the_choice_serves_every_seed(tmp_path):
+    out = tmp_path / "seeds"
+    scenario = {**SCENARIO, "seeds": [1, 2], "tune": {"grid": {"lr": [0.02, 0.1]}, "validation_size": VALIDATION}}
+    summary = run_scenario(scenario_from_dict(scenario), out, progress=False)
+    tuning = yaml.safe_load((out / "tuning" / "scenario.yaml").read_text())
+    assert tuning["seeds"] is None and tuning["seed"] == 1  # the scenario's seed: one seed
+    assert list(json.loads((out / "tuning" / "summary.json").read_text())) == [
+        "asgd@lr=0.02", "asgd@lr=0.1", "dgc_async@lr=0.02", "dgc_async@lr=0.1"]
+    record = json.loads((out / "tuning.json").read_text())
+    final = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert final["seeds"] == [1, 2]
+    assert [a["lr"] for a in final["algorithms"]] == [record["entries"][k]["chosen"]["lr"] for k in ("asgd", "dgc_async")]
+    runs = {r["algorithm"] for r in read_jsonl(out / "metrics.jsonl")}
+    assert runs == {"asgd@seed=1", "asgd@seed=2", "dgc_async@seed=1", "dgc_async@seed=2"}
+    assert {"asgd@seed=1", "asgd@seed=2"} <= set(summary)
