@@ -90,8 +90,10 @@ def test_each_entry_gets_its_best_point_and_the_final_runs_use_it(tuned):
         entry = record["entries"][label]
         rows = {p["label"]: validation[p["label"]] for p in entry["points"]}
         assert [p["figure"] for p in entry["points"]] == [rows[p["label"]]["final_acc"] for p in entry["points"]]
-        best = max(rows, key=lambda k: rows[k]["final_acc"])  # no ties or divergence at these settings
+        # the documented rule by hand: highest final accuracy, then highest best accuracy, then grid order
         assert not any(r["diverged"] for r in rows.values())
+        order = list(rows)
+        best = min(order, key=lambda k: (-rows[k]["final_acc"], -rows[k]["best_acc"], order.index(k)))
         assert entry["chosen_label"] == best and entry["figure"] == rows[best]["final_acc"]
         for key, value in entry["chosen"].items():
             assert final["algorithms"][i][key] == value  # the final run's recorded config
