@@ -173,8 +173,34 @@ def _setup_paragraph(run: RunData) -> str:
     tested = "validation" if run.on_validation else "test"
     target = f" Target {tested} accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
     started = _started(run.metrics)
-    return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}. "
+    coordinator = _coordinator_time(s) if run.virtual_time else ""
+    return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}.{coordinator} "
             f"Entries compared: {entries or NONE}.{target}{started}")
+
+
+def _coordinator_time(scenario: dict) -> str:
+    """How the simulator charged the coordinator's work (`sim.server_time`), with the costs it used."""
+    mode = _get(scenario, "sim", "server_time")
+    if mode == "zero":
+        return " Coordinator time: zero (idealised)."
+    if mode == "measured":
+        return " Coordinator time: measured (its wall time at each event of this run)."
+    if mode != "model":
+        return ""
+    costs = _get(scenario, "sim", "measured_server_s")
+    parts = []
+    for label, c in costs.items() if isinstance(costs, dict) else ():
+        v = {k: num(c.get(k)) for k in ("decode_update", "collect", "apply", "encode_send", "query")} \
+            if isinstance(c, dict) else {}
+        if v and None not in v.values():
+            parts.append(f"{_code(label)} {_ms(v['decode_update'] + v['collect'])} / "
+                         f"{_ms(v['decode_update'] + v['apply'])}, {_ms(v['encode_send'])}, {_ms(v['query'])}")
+    listed = f" (ms per update collected / applied, per message sent, per query: {'; '.join(parts)})" if parts else ""
+    return f" Coordinator time: model, costs measured once on the machine that ran it{listed}."
+
+
+def _ms(seconds: float) -> str:
+    return f"{1e3 * seconds:.3g}"
 
 
 def _describe_clients(run: RunData) -> str:

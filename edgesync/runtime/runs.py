@@ -168,7 +168,8 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
             from edgesync.runtime.simulator import run_sim
-            resolved["sim"]["measured_step_s"].update(run_sim(variant.scenario, recorder, display))
+            for key, measured in run_sim(variant.scenario, recorder, display).items():
+                resolved["sim"][key].update(measured)  # measured_step_s, measured_server_s: for a replay
         else:
             from edgesync.runtime.launcher import run_live
             run_live(variant.scenario, recorder, display, logs=f"logs/{variant.tag}" if variant.tag else "logs",

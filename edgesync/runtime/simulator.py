@@ -3,11 +3,16 @@
 Computation is real (real gradients on real data, run serially in this process); only time is
 virtual. A client's step lasts `factor × base_step_s` virtual seconds (its device profile's factor,
 the machine's measured or configured undisturbed step time); a message takes its link's transfer
-time; the coordinator's processing takes zero time or its measured wall time (`sim.server_time`).
+time; the coordinator's work on each update and query takes the virtual time `sim.server_time`
+says: its cost model (`model`, the default: costs measured once per machine, server_cost.py), none
+(`zero`, idealised) or its wall time at that event (`measured`). The coordinator is one thread, as
+live: an update or query that arrives while it is busy waits its turn (first come, first served),
+and what it sends leaves once it is encoded.
 
 Events are (virtual time, sequence number) ordered: equal times run in the order they were
-scheduled, so a run is a pure function of the scenario and seed. With `server_time: zero` two runs
-write identical metrics.jsonl apart from the `wall_clock` field.
+scheduled, so a run is a pure function of the scenario, its seed and the step and coordinator
+costs used (recorded in the run folder's scenario.yaml). Unless `server_time` is `measured`, two
+runs write identical metrics.jsonl apart from the `wall_clock` field.
 
 Every client shares one model object and the training tensors (each keeps its index set, sampler
 and client-half state); what grows with the clients is the messages in flight (one model-sized
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +40,11 @@ from edgesync.models import build_model
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
+from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload, trainer_seed
-from edgesync.scenario import Scenario
+from edgesync.scenario import Scenario, ServerCostSpec
 from edgesync.trainer import Interrupt, StepAborted, StepSample, Trainer
 from edgesync.transport import protocol
 
@@ -86,8 +92,8 @@ class SimClient:
 class Event:
     time: float
     seq: int
-    kind: str = field(compare=False)        # to_client | to_server | query | reply | resume
-    client: int = field(compare=False)
+    kind: str = field(compare=False)        # to_client | to_server | query | reply | resume | server_free
+    client: int = field(compare=False)      # -1: none (server_free)
     message: Any = field(compare=False)     # Instruction, Update, or a query's / reply's metadata
     size: int = field(compare=False, default=0)
 
@@ -97,9 +103,11 @@ class Simulator:
         self.scenario = scenario
         self.recorder = recorder
         self.progress = progress or Progress(enabled=False)
+        self.server_costs: dict[str, ServerCostSpec] = {}  # per algorithm entry, with server_time model
+        self.samples: CostSamples | None = None  # a calibration's: every timed part of the coordinator's work
 
     def prepare(self) -> None:
-        """Data, splits, θ₀, the shared model and the step time per batch size."""
+        """Data, splits, θ₀, the shared model, the step time per batch size and the coordinator's costs."""
         sc = self.scenario
         torch.set_num_threads(1)  # serial and deterministic; the bare-loop benchmark uses the same
         self.workload = work = prepare_workload(sc)
@@ -112,6 +120,16 @@ class Simulator:
         self.step_s: dict[int, float] = {}
         for config in sc.algorithms:
             self.step_s[config.batch_size] = self._step_time(config.batch_size)
+        if sc.sim.server_time == "model":
+            for config in sc.algorithms:
+                self.server_costs[config.key] = self._server_cost(config)
+
+    def share_prepared(self, other: "Simulator", clients: int) -> None:
+        """Use `other`'s prepared data, model and step times instead of preparing anew (a calibration
+        beside a run); client i trains on `other`'s split i mod its client count."""
+        for name in ("workload", "data", "initial", "x", "y", "model", "eval_model", "step_s"):
+            setattr(self, name, getattr(other, name))
+        self.splits = [other.splits[i % len(other.splits)] for i in range(clients)]
 
     def _step_time(self, batch_size: int) -> float:
         sim, fixed = self.scenario.sim, self.scenario.emulation.base_step_ms
@@ -125,12 +143,37 @@ class Simulator:
                         subset=self.splits[0])
         return cached_step_s(probe, self.scenario.model.name)
 
+    def _server_cost(self, config: AlgorithmConfig) -> ServerCostSpec:
+        """The coordinator's costs for this entry: recorded in the scenario (a replay), else cached on this
+        machine, else calibrated now (server_calibration.py: a few seconds, once per machine)."""
+        recorded = self.scenario.sim.measured_server_s.get(config.key)
+        if recorded is not None:
+            return recorded
+        from edgesync.runtime.server_calibration import cached_or_calibrated
+        return cached_or_calibrated(self, config)
+
     def run(self) -> None:
         for config in self.scenario.algorithms:
             self._run_algorithm(config)
 
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
+        sc = self.scenario
+        server = self.begin(config)
+        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
+        self._evaluate(0.0)
+        try:
+            end = self._events(server)
+        finally:
+            self.end_processes()
+        last = self.account.last_row
+        if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
+            self._evaluate(end)  # the final model, unless the last evaluation already saw it
+        self._log_clients(end)
+        self.progress.end_algorithm(config.key, self.account.last_row)
+
+    def begin(self, config: AlgorithmConfig) -> ServerAlgorithm:
+        """Clients, server half, coordinator and an empty event queue for one algorithm; nothing is sent yet."""
         sc = self.scenario
         spec = algorithms.get(config.name)
         clients = [self._client(rank, spec, config) for rank in range(len(sc.clients))]
@@ -142,26 +185,39 @@ class Simulator:
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
-        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
-        self._evaluate(0.0)
-        try:
-            end = self._events(server)
-        finally:
-            for rank, process in self.processes.items():  # instructions still running when it ended
-                self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
-                process.kill()
-        last = self.account.last_row
-        if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
-            self._evaluate(end)  # the final model, unless the last evaluation already saw it
-        self._log_clients(end)
-        self.progress.end_algorithm(config.key, self.account.last_row)
+        # The coordinator: busy until server_free_at; what arrives meanwhile waits in server_queue.
+        self.server_free_at = 0.0
+        self.server_queue: deque[Event] = deque()
+        measured = sc.sim.server_time == "measured"
+        self.work = CoordinatorWork(server, self.initial, self.samples) if measured else None
+        self.charges = Charges.of(self.server_costs[config.key]) if sc.sim.server_time == "model" else ZERO
+        self.handlers = {"to_client": self._deliver_to_client, "to_server": self._arrive_at_server,
+                         "query": self._arrive_at_server, "server_free": self._server_free,
+                         "reply": self._reply_at_client, "resume": self._resume}
+        return server
+
+    def send_start(self) -> None:
+        """The server half's first instructions, sent at time 0."""
+        self.server_free_at = round(self._send(0.0, self.server.start()), TIME_GRID_DIGITS)
+
+    def step(self) -> None:
+        """Run the next event."""
+        event = heapq.heappop(self.heap)
+        self.now = event.time
+        self.handlers[event.kind](event)
+
+    def end_processes(self) -> None:
+        """Stop the instructions still running when the algorithm ended."""
+        for rank, process in self.processes.items():
+            self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
+            process.kill()
 
     def _events(self, server: ServerAlgorithm) -> float:
         """Run events in virtual-time order until a stop rule fires; returns the end time."""
         sc = self.scenario
         budget, every = sc.stop.time_budget_s, sc.eval.every_s
         next_eval = every
-        self._dispatch(0.0, server.start())
+        self.send_start()
         while True:
             t_next = self.heap[0].time if self.heap else budget
             # The global model only changes at events: evaluations due before the next one see it as is.
@@ -172,14 +228,10 @@ class Simulator:
                 next_eval = round(next_eval + every, TIME_GRID_DIGITS)
             if t_next >= budget:
                 return budget
-            event = heapq.heappop(self.heap)
-            self.now = event.time
-            if event.kind == "to_server":
-                self._deliver_to_server(event)
-                if self.account.should_stop(event.time, server.updates):
-                    return event.time
-            else:
-                self._handlers[event.kind](event)
+            updated = self.heap[0].kind in ("to_server", "server_free")  # an update may be applied
+            self.step()
+            if updated and self.account.should_stop(self.now, server.updates):
+                return self.now
 
     def _client(self, rank: int, spec, config: AlgorithmConfig) -> SimClient:
         sc = self.scenario
@@ -202,19 +254,20 @@ class Simulator:
         t = round(t, TIME_GRID_DIGITS)
         heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size))
 
-    def _dispatch(self, now: float, sends: list[Send]) -> None:
-        for send in sends:
+    def _send(self, start: float, sends: list[Send], encode_s: list[float] | None = None) -> float:
+        """The coordinator sends `sends` one after another from `start`, each as soon as it is encoded
+        (`encode_s`: each one's measured encoding; else the cost model's per send). Returns when the
+        last one has left."""
+        t = start
+        for i, send in enumerate(sends):
+            t += encode_s[i] if encode_s is not None else self.charges.encode_send
             c = self.clients[send.client]
             instr = send.instruction
             size = protocol.train(instr.meta, instr.tensors).wire_size()
             c.bytes_down += size
             self.account.bytes_down += size
-            self._push(c.down.arrival(now, size), "to_client", send.client, instr, size)
-
-    @property
-    def _handlers(self):
-        return {"to_client": self._deliver_to_client, "query": self._query_at_server,
-                "reply": self._reply_at_client, "resume": self._resume}
+            self._push(c.down.arrival(t, size), "to_client", send.client, instr, size)
+        return t
 
     def _deliver_to_client(self, event: Event) -> None:
         c = self.clients[event.client]
@@ -262,18 +315,63 @@ class Simulator:
         self.account.bytes_up += size
         self._push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
 
-    def _query_at_server(self, event: Event) -> None:
+    # -- the coordinator: one thread, first come first served ----------------------------------------
+    def _arrive_at_server(self, event: Event) -> None:
+        """An update or a query reaches the coordinator: handled now if it is free, else queued behind
+        what came before (a server_free event wakes it for the next one)."""
+        if self.server_queue or event.time < self.server_free_at:
+            if not self.server_queue:
+                self._push(self.server_free_at, "server_free", -1, None, 0)
+            self.server_queue.append(event)
+            return
+        self._handle_at_server(event, event.time)
+
+    def _server_free(self, event: Event) -> None:
+        self._handle_at_server(self.server_queue.popleft(), event.time)
+        if self.server_queue:
+            self._push(self.server_free_at, "server_free", -1, None, 0)
+
+    def _handle_at_server(self, event: Event, start: float) -> None:
+        """The coordinator handles `event` from `start`; it is busy until what it sends has left."""
+        self.now = start  # the server half's clock (ESync's State Server stamps queries with it)
+        handle = self._update_at_server if event.kind == "to_server" else self._query_at_server
+        self.server_free_at = round(handle(event, start), TIME_GRID_DIGITS)
+
+    def _update_at_server(self, event: Event, start: float) -> float:
+        c = self.clients[event.client]
+        c.bytes_up += event.size
+        self.account.bytes_up += event.size
+        update: Update = event.message
+        self.account.samples += int(update.meta.get("samples", 0))
+        if self.work is not None:  # server_time measured: the real work, timed
+            done = self.work.update(c.rank, update)
+            sends, busy, encode_s = done.sends, done.work_s, done.encode_s
+        else:
+            before = self.server.updates
+            sends = self.server.on_update(c.rank, update)
+            charges = self.charges
+            busy = charges.update_apply if self.server.updates > before else charges.update_collect
+            encode_s = None
+        self.account.log_updates(self.server.drain_update_log(), start)
+        return self._send(start + busy, sends, encode_s)
+
+    def _query_at_server(self, event: Event, start: float) -> float:
         c = self.clients[event.client]
         meta, blocking = event.message
-        reply = self.server.on_query(c.rank, meta)
+        if self.work is not None:
+            reply, busy = self.work.query(c.rank, meta)
+        else:
+            reply, busy = self.server.on_query(c.rank, meta), self.charges.query
+        end = start + busy
         if reply is None:
             if blocking:
                 raise RuntimeError(f"{self.config.key}: a blocking query from client {c.rank} got no reply")
-            return
+            return end
         size = protocol.reply(reply).wire_size()
         c.bytes_down += size
         self.account.bytes_down += size
-        self._push(c.down.arrival(event.time, size), "reply", c.rank, (reply, blocking), size)
+        self._push(c.down.arrival(end, size), "reply", c.rank, (reply, blocking), size)
+        return end
 
     def _reply_at_client(self, event: Event) -> None:
         process = self.processes.get(event.client)
@@ -295,18 +393,6 @@ class Simulator:
         if token is None or (process.request[0] == "wait" and token == process.wait_token):
             self._serve(self.clients[event.client], process.advance(event.time))
 
-    def _deliver_to_server(self, event: Event) -> None:
-        c = self.clients[event.client]
-        c.bytes_up += event.size
-        self.account.bytes_up += event.size
-        update: Update = event.message
-        self.account.samples += int(update.meta.get("samples", 0))
-        t0 = time.perf_counter()
-        sends = self.server.on_update(c.rank, update)
-        busy = time.perf_counter() - t0 if self.scenario.sim.server_time == "measured" else 0.0
-        self.account.log_updates(self.server.drain_update_log(), event.time)
-        self._dispatch(event.time + busy, sends)
-
     # -- results -----------------------------------------------------------------------------------
     def _evaluate(self, t: float) -> None:
         acc, loss = evaluate_state(self.eval_model, self.server.global_params(), self.server.global_buffers(),
@@ -325,10 +411,13 @@ class Simulator:
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
-def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[int, float]:
-    """Run every algorithm of `scenario` in virtual time; returns the step time used per batch size."""
+def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[str, dict]:
+    """Run every algorithm of `scenario` in virtual time. Returns what a replay needs, as `sim` keys of the
+    resolved scenario: `measured_step_s` (the step time used per batch size, unless the scenario fixes it)
+    and `measured_server_s` (the coordinator's costs used per algorithm entry, with server_time model)."""
     sim = Simulator(scenario, recorder, progress)
     sim.prepare()
     sim.run()
     fixed = scenario.sim.base_step_s is not None or scenario.emulation.base_step_ms is not None
-    return {} if fixed else dict(sim.step_s)
+    return {"measured_step_s": {} if fixed else dict(sim.step_s),
+            "measured_server_s": {key: costs.model_dump() for key, costs in sim.server_costs.items()}}

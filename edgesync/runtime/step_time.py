@@ -3,7 +3,8 @@
 Live clients measure it before training (the throttle's reference). The simulator needs one per
 model and batch size; measuring it anew every run would make virtual time differ run to run, so
 the first measurement on a machine is kept in `$EDGESYNC_CACHE/step_times.json` (default
-`~/.cache/edgesync`) and reused, and the run folder's scenario.yaml records the value used.
+`~/.cache/edgesync`) and reused, and the run folder's scenario.yaml records the value used. The
+coordinator's costs (server_cost.py) are cached the same way (`cached`, `this_machine`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -48,26 +50,33 @@ def warm_up(trainer: Trainer) -> None:
         trainer.stats, trainer.hook = saved_stats, saved_hook
 
 
-def cache_file() -> Path:
+def cache_file(name: str = "step_times.json") -> Path:
+    """`$EDGESYNC_CACHE/NAME` (default `~/.cache/edgesync/NAME`)."""
     root = os.environ.get("EDGESYNC_CACHE") or Path.home() / ".cache" / "edgesync"
-    return Path(root) / "step_times.json"
+    return Path(root) / name
 
 
-def machine_key(model: str, batch_size: int, device: torch.device) -> str:
-    return (f"{model}|batch={batch_size}|{device}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+def this_machine() -> str:
+    """What tells machines apart in a cache key: torch threads and version, host name, processor."""
+    return (f"threads={torch.get_num_threads()}|torch={torch.__version__}"
             f"|{platform.node()}|{platform.processor() or platform.machine()}")
 
 
-def cached_step_s(trainer: Trainer, model: str) -> float:
-    """The step time measured once on this machine for (model, batch size, device), then reused."""
-    key = machine_key(model, trainer.batch_size, trainer.device)
-    path = cache_file()
+def machine_key(model: str, batch_size: int, device: torch.device) -> str:
+    return f"{model}|batch={batch_size}|{device}|{this_machine()}"
+
+
+def cached(name: str, key: str, measure: Callable[[], Any]) -> Any:
+    """The value stored under `key` in the cache file `name`; else `measure()`'s, stored there for next time.
+    The file is one JSON object, replaced atomically; a cache that cannot be written only costs a new
+    measurement next time."""
+    path = cache_file(name)
     try:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):
         cache = {}
     if key not in cache:
-        cache[key] = round(measure_step_s(trainer), 6)
+        cache[key] = measure()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
@@ -75,4 +84,10 @@ def cached_step_s(trainer: Trainer, model: str) -> float:
             tmp.replace(path)
         except OSError:
             pass  # a read-only home still runs; it just measures again next time
-    return float(cache[key])
+    return cache[key]
+
+
+def cached_step_s(trainer: Trainer, model: str) -> float:
+    """The step time measured once on this machine for (model, batch size, device), then reused."""
+    key = machine_key(model, trainer.batch_size, trainer.device)
+    return float(cached("step_times.json", key, lambda: round(measure_step_s(trainer), 6)))
