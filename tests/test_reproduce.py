@@ -171,6 +171,7 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
             "{name: esync, lr: 0.1}]", "stop={time_budget_s: 2, target_acc: 0.3}", "eval={every_s: 1, test_size: 200}",
             "sim.base_step_s=0.05")
     monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
+    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
     # Execute
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1])
     # Assert

@@ -138,7 +138,7 @@ def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
     data = scenario({"clients": [2, 3]}, runtime="sim", seed=1,
                     algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": None},
-                    eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1})
+                    eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1, "server_time": "zero"})
     out = tmp_path / "run"
     summary = run_scenario(scenario_from_dict(data), out, progress=False)
     labels = ["ssgd@clients=2", "asgd@clients=2", "ssgd@clients=3", "asgd@clients=3"]

@@ -29,7 +29,8 @@ def test_simulated_esync_keeps_fast_clients_busy(tmp_path, monkeypatch, mode):
     scenario = scenario_from_dict({
         "name": "esync-sim", "runtime": "sim", "clients": ["x1", "x1", "x10"],
         "dataset": {"train_size": 1200}, "eval": {"every_s": 1.0, "test_size": 200},
-        "sim": {"base_step_s": 0.01},
+        # zero: the blocking bounds below are in steps, with an idealised coordinator's instant replies
+        "sim": {"base_step_s": 0.01, "server_time": "zero"},
         "algorithms": [{"name": "esync", "lr": 0.05, "mode": mode}],
         "stop": {"time_budget_s": 2.0, "target_acc": None},
     })
