@@ -17,6 +17,9 @@ CLIENT_IDLE_TIMEOUT_S = 600.0
 CONNECT_TIMEOUT_S = 120.0
 CONNECT_REPORT_EVERY_S = 3.0
 
+# The simulator's clock: virtual times are rounded to 1 ns, where events and evaluations are scheduled.
+TIME_GRID_DIGITS = 9
+
 # Throttle calibration: steps to warm up, then steps whose median is the reference step time.
 CALIBRATION_WARMUP_STEPS = 3
 CALIBRATION_STEPS = 10

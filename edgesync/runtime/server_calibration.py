@@ -12,30 +12,40 @@ read the cache are the same run.
 
 Why a fixed handful of clients, not the scenario's: an aggregation needs every client's update, so
 calibrating with 1,000 clients would take 1,000 gradients per sample. The costs per event hardly depend
-on the client count (the part that does, encoding one message per client, is charged per message).
+on the client count: encoding a round's message per client is charged per message, and only building
+those instructions inside `on_update` (1–2 µs a client) is not scaled (docs/simulator.md).
 """
 from __future__ import annotations
 
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
-from edgesync.algorithms.base import AlgorithmConfig
+from edgesync.algorithms.base import AlgorithmConfig, ModelState
 from edgesync.constants import (SERVER_CALIBRATION_CLIENTS, SERVER_CALIBRATION_LIMIT_S,
                                 SERVER_CALIBRATION_MIN_UPDATES, SERVER_CALIBRATION_TARGET_S,
                                 SERVER_CALIBRATION_UPDATES)
 from edgesync.metrics.recorder import RunRecorder
+from edgesync.runtime.progress import Progress
 from edgesync.runtime.server_cost import CostSamples, cached_costs, cost_key
 from edgesync.scenario import ClientSpec, LinksSpec, Scenario, ServerCostSpec
 
-if TYPE_CHECKING:
-    from edgesync.runtime.simulator import Simulator
+
+class PreparedRun(Protocol):
+    """The prepared simulator a calibration runs beside (simulator.py's `Simulator`, which calls this
+    module, so it is not imported here): its scenario and θ₀ key the costs, its progress display says
+    what is measured, and its own class runs the throw-away simulation on its data (`share_prepared`,
+    `begin`, `coordinator.start`, `step`, `end_processes`)."""
+
+    scenario: Scenario
+    initial: ModelState
+    progress: Progress
 
 
-def cached_or_calibrated(run: "Simulator", config: AlgorithmConfig) -> ServerCostSpec:
+def cached_or_calibrated(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:
     """The costs of `config` on this machine: from the cache, else calibrated beside `run` and cached."""
     key = cost_key(config, run.scenario.model.name, run.initial, SERVER_CALIBRATION_CLIENTS)
 
@@ -53,22 +63,20 @@ def calibration_scenario(scenario: Scenario) -> Scenario:
         "sweep": {}, "sim": scenario.sim.model_copy(update={"server_time": "measured"})})
 
 
-def calibrate(run: "Simulator", config: AlgorithmConfig) -> ServerCostSpec:
+def calibrate(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:
     """Time the coordinator's work on `config`'s events in a throw-away simulation sharing `run`'s prepared
     data and model; returns the median cost of each class."""
-    from edgesync.runtime.simulator import Simulator
-
     samples = CostSamples()
     started = time.perf_counter()
     # fork_rng: whatever the calibration draws from torch's global generator, the run draws the same after it
     with tempfile.TemporaryDirectory(prefix="edgesync-calibration-") as tmp, \
             RunRecorder(Path(tmp)) as recorder, torch.random.fork_rng(devices=[]):
-        sim = Simulator(calibration_scenario(run.scenario), recorder)
+        sim: Any = type(run)(calibration_scenario(run.scenario), recorder)  # the run's engine, not imported here
         sim.share_prepared(run, SERVER_CALIBRATION_CLIENTS)
         sim.samples = samples
         sim.begin(config)
         try:
-            sim.send_start()
+            sim.coordinator.start()
             while sim.heap and not _enough(samples, time.perf_counter() - started):
                 sim.step()
         finally:

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Send, ServerAlgorithm, Update
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, ServerAlgorithm, Update
+from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, Profile
@@ -40,7 +40,9 @@ from edgesync.models import build_model
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
-from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
+from edgesync.runtime.server_calibration import cached_or_calibrated
+from edgesync.runtime.server_cost import CostSamples
+from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload, trainer_seed
@@ -48,8 +50,6 @@ from edgesync.scenario import Scenario, ServerCostSpec
 from edgesync.trainer import Interrupt, StepAborted, StepSample, Trainer
 from edgesync.transport import protocol
 
-
-TIME_GRID_DIGITS = 9  # virtual times are rounded to 1 ns, where events and evaluations are scheduled
 
 
 class VirtualStep:
@@ -125,8 +125,8 @@ class Simulator:
                 self.server_costs[config.key] = self._server_cost(config)
 
     def share_prepared(self, other: "Simulator", clients: int) -> None:
-        """Use `other`'s prepared data, model and step times instead of preparing anew (a calibration
-        beside a run); client i trains on `other`'s split i mod its client count."""
+        """Use `other`'s prepared data, model and step times (a calibration beside a run); client i
+        trains on `other`'s split i mod its client count."""
         for name in ("workload", "data", "initial", "x", "y", "model", "eval_model", "step_s"):
             setattr(self, name, getattr(other, name))
         self.splits = [other.splits[i % len(other.splits)] for i in range(clients)]
@@ -147,10 +147,7 @@ class Simulator:
         """The coordinator's costs for this entry: recorded in the scenario (a replay), else cached on this
         machine, else calibrated now (server_calibration.py: a few seconds, once per machine)."""
         recorded = self.scenario.sim.measured_server_s.get(config.key)
-        if recorded is not None:
-            return recorded
-        from edgesync.runtime.server_calibration import cached_or_calibrated
-        return cached_or_calibrated(self, config)
+        return recorded if recorded is not None else cached_or_calibrated(self, config)
 
     def run(self) -> None:
         for config in self.scenario.algorithms:
@@ -185,20 +182,12 @@ class Simulator:
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
-        # The coordinator: busy until server_free_at; what arrives meanwhile waits in server_queue.
-        self.server_free_at = 0.0
-        self.server_queue: deque[Event] = deque()
-        measured = sc.sim.server_time == "measured"
-        self.work = CoordinatorWork(server, self.initial, self.samples) if measured else None
-        self.charges = Charges.of(self.server_costs[config.key]) if sc.sim.server_time == "model" else ZERO
-        self.handlers = {"to_client": self._deliver_to_client, "to_server": self._arrive_at_server,
-                         "query": self._arrive_at_server, "server_free": self._server_free,
+        self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time,
+                                                            self.server_costs.get(config.key), self.initial, self.samples)
+        self.handlers = {"to_client": self._deliver_to_client, "to_server": coordinator.arrive,
+                         "query": coordinator.arrive, "server_free": coordinator.wake,
                          "reply": self._reply_at_client, "resume": self._resume}
         return server
-
-    def send_start(self) -> None:
-        """The server half's first instructions, sent at time 0."""
-        self.server_free_at = round(self._send(0.0, self.server.start()), TIME_GRID_DIGITS)
 
     def step(self) -> None:
         """Run the next event."""
@@ -217,7 +206,7 @@ class Simulator:
         sc = self.scenario
         budget, every = sc.stop.time_budget_s, sc.eval.every_s
         next_eval = every
-        self.send_start()
+        self.coordinator.start()
         while True:
             t_next = self.heap[0].time if self.heap else budget
             # The global model only changes at events: evaluations due before the next one see it as is.
@@ -248,26 +237,11 @@ class Simulator:
                          down=LinkChannel(down, seed=down_seed))
 
     # -- events ------------------------------------------------------------------------------------
-    def _push(self, t: float, kind: str, client: int, message, size: int) -> None:
+    def push(self, t: float, kind: str, client: int, message, size: int) -> None:
         # Times are sums of floats (0.1 + 0.1 + 0.1 = 0.30000000000000004); on a nanosecond grid, events
         # that coincide in exact arithmetic coincide here too, so the tie rules hold (TIME_GRID_DIGITS).
         t = round(t, TIME_GRID_DIGITS)
         heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size))
-
-    def _send(self, start: float, sends: list[Send], encode_s: list[float] | None = None) -> float:
-        """The coordinator sends `sends` one after another from `start`, each as soon as it is encoded
-        (`encode_s`: each one's measured encoding; else the cost model's per send). Returns when the
-        last one has left."""
-        t = start
-        for i, send in enumerate(sends):
-            t += encode_s[i] if encode_s is not None else self.charges.encode_send
-            c = self.clients[send.client]
-            instr = send.instruction
-            size = protocol.train(instr.meta, instr.tensors).wire_size()
-            c.bytes_down += size
-            self.account.bytes_down += size
-            self._push(c.down.arrival(t, size), "to_client", send.client, instr, size)
-        return t
 
     def _deliver_to_client(self, event: Event) -> None:
         c = self.clients[event.client]
@@ -290,7 +264,7 @@ class Simulator:
         c.free_at = done
         c.times.update_sent(done)
         size = protocol.update(update.meta, update.tensors).wire_size()
-        self._push(c.up.arrival(done, size), "to_server", c.rank, update, size)
+        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size)
 
     # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
     def _serve(self, c: SimClient, request: tuple) -> None:
@@ -299,9 +273,9 @@ class Simulator:
         if kind == "query":
             self._send_query(c, request[1], request[2], blocking=True)
         elif kind == "sync":
-            self._push(request[1], "resume", c.rank, None, 0)
+            self.push(request[1], "resume", c.rank, None, 0)
         elif kind == "wait":
-            self._push(request[2], "resume", c.rank, self.processes[c.rank].wait_token, 0)
+            self.push(request[2], "resume", c.rank, self.processes[c.rank].wait_token, 0)
         elif kind == "done":
             del self.processes[c.rank]
             c.half.ctx = EagerContext(lambda: c.clock.elapsed)
@@ -313,65 +287,7 @@ class Simulator:
         size = protocol.query(meta).wire_size()
         c.bytes_up += size
         self.account.bytes_up += size
-        self._push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
-
-    # -- the coordinator: one thread, first come first served ----------------------------------------
-    def _arrive_at_server(self, event: Event) -> None:
-        """An update or a query reaches the coordinator: handled now if it is free, else queued behind
-        what came before (a server_free event wakes it for the next one)."""
-        if self.server_queue or event.time < self.server_free_at:
-            if not self.server_queue:
-                self._push(self.server_free_at, "server_free", -1, None, 0)
-            self.server_queue.append(event)
-            return
-        self._handle_at_server(event, event.time)
-
-    def _server_free(self, event: Event) -> None:
-        self._handle_at_server(self.server_queue.popleft(), event.time)
-        if self.server_queue:
-            self._push(self.server_free_at, "server_free", -1, None, 0)
-
-    def _handle_at_server(self, event: Event, start: float) -> None:
-        """The coordinator handles `event` from `start`; it is busy until what it sends has left."""
-        self.now = start  # the server half's clock (ESync's State Server stamps queries with it)
-        handle = self._update_at_server if event.kind == "to_server" else self._query_at_server
-        self.server_free_at = round(handle(event, start), TIME_GRID_DIGITS)
-
-    def _update_at_server(self, event: Event, start: float) -> float:
-        c = self.clients[event.client]
-        c.bytes_up += event.size
-        self.account.bytes_up += event.size
-        update: Update = event.message
-        self.account.samples += int(update.meta.get("samples", 0))
-        if self.work is not None:  # server_time measured: the real work, timed
-            done = self.work.update(c.rank, update)
-            sends, busy, encode_s = done.sends, done.work_s, done.encode_s
-        else:
-            before = self.server.updates
-            sends = self.server.on_update(c.rank, update)
-            charges = self.charges
-            busy = charges.update_apply if self.server.updates > before else charges.update_collect
-            encode_s = None
-        self.account.log_updates(self.server.drain_update_log(), start)
-        return self._send(start + busy, sends, encode_s)
-
-    def _query_at_server(self, event: Event, start: float) -> float:
-        c = self.clients[event.client]
-        meta, blocking = event.message
-        if self.work is not None:
-            reply, busy = self.work.query(c.rank, meta)
-        else:
-            reply, busy = self.server.on_query(c.rank, meta), self.charges.query
-        end = start + busy
-        if reply is None:
-            if blocking:
-                raise RuntimeError(f"{self.config.key}: a blocking query from client {c.rank} got no reply")
-            return end
-        size = protocol.reply(reply).wire_size()
-        c.bytes_down += size
-        self.account.bytes_down += size
-        self._push(c.down.arrival(end, size), "reply", c.rank, (reply, blocking), size)
-        return end
+        self.push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
 
     def _reply_at_client(self, event: Event) -> None:
         process = self.processes.get(event.client)
