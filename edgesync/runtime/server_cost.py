@@ -33,8 +33,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pydantic import ValidationError
+
 from edgesync.algorithms.base import AlgorithmConfig, ModelState, Send, ServerAlgorithm, Update
-from edgesync.runtime.step_time import cached, this_machine
+from edgesync.runtime.step_time import cache_file, cached, this_machine
 from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from edgesync.scenario import ServerCostSpec
 from edgesync.transport import protocol
@@ -164,4 +166,10 @@ def cost_key(config: AlgorithmConfig, model: str, initial: ModelState, clients: 
 
 def cached_costs(key: str, calibrate: Callable[[], ServerCostSpec]) -> ServerCostSpec:
     """The costs cached under `key` on this machine; else `calibrate()`'s, cached for next time."""
-    return ServerCostSpec(**cached(CACHE_NAME, key, lambda: calibrate().model_dump()))
+    entry = cached(CACHE_NAME, key, lambda: calibrate().model_dump())
+    try:
+        return ServerCostSpec.model_validate(entry)
+    except ValidationError as exc:
+        raise ValueError(f"{cache_file(CACHE_NAME)}: entry {key!r} is not the coordinator's five costs in seconds "
+                         f"({exc.error_count()} problems, first: {exc.errors()[0]['msg']}); delete it to measure "
+                         "again") from None

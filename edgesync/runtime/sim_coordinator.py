@@ -55,7 +55,9 @@ class VirtualCoordinator:
         self.free_at = 0.0  # busy until then
         self.queue: deque[ServerEvent] = deque()  # what arrived while it was busy
         self.work = CoordinatorWork(server, initial, samples) if mode == "measured" else None
-        self.charges = Charges.of(costs) if mode == "model" and costs is not None else ZERO
+        if mode == "model" and costs is None:
+            raise ValueError(f"{server.config.key}: sim.server_time is model but no coordinator costs were given")
+        self.charges = Charges.of(costs) if mode == "model" else ZERO
 
     def start(self) -> None:
         """The server half's first instructions, sent at time 0."""

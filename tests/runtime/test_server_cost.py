@@ -185,3 +185,12 @@ def test_measured_times_the_real_work_at_every_event(tmp_path, calibrations):
     # checks and applies the first and encodes its reply: real work, some µs at least.
     assert STEP <= first < second < STEP + 0.5
     assert "Coordinator time: measured" in (out / "report.md").read_text()
+
+
+def test_a_broken_cache_entry_is_named_not_used(tmp_path, cache_in_tmp, calibrations):
+    sc = scenario_from_dict(scenario([{"name": "asgd", "lr": 0.05}], {}))
+    Simulator(sc, recorder=None).prepare()
+    path = cache_in_tmp / "server_costs.json"
+    path.write_text(path.read_text().replace('"apply"', '"applied"'))
+    with pytest.raises(ValueError, match=r"server_costs\.json: entry 'v1\|asgd\|.*delete it to measure again"):
+        Simulator(sc, recorder=None).prepare()
