@@ -246,12 +246,14 @@ def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool) 
 
 
 def _measure_step_times(scenarios: list) -> None:
-    """Fill the simulator's per-machine step-time cache before experiments run side by side, so no
-    experiment measures its step time while another one loads the cores (runtime/step_time.py)."""
+    """Fill the simulator's per-machine caches — step times, and the coordinator's costs of each entry
+    (runtime/server_cost.py) — before experiments run side by side, so no experiment measures them while
+    another one loads the cores (runtime/step_time.py)."""
     from edgesync.runtime.simulator import Simulator
     seen = set()
     for sc in scenarios:
-        key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})))
+        key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})),
+               sc.sim.server_time == "model" and tuple(a.model_dump_json(exclude={"label"}) for a in sc.algorithms))
         if key not in seen:
             seen.add(key)
             Simulator(sc, None, None).prepare()

@@ -157,9 +157,10 @@ class CoordinatorWork:
 
 
 def cost_key(config: AlgorithmConfig, model: str, initial: ModelState, clients: int) -> str:
-    """What the costs depend on: the algorithm and every setting of it but its label, the model and its
-    size, the calibration's client count, this cost model's version, and the machine."""
-    settings = json.dumps(config.model_dump(mode="json", exclude={"label"}), sort_keys=True)
+    """What the costs depend on: the algorithm and every setting of it but its label and learning rate (a
+    value the same work multiplies by: a sweep or tuning grid over it needs no new calibration), the model
+    and its size, the calibration's client count, this cost model's version, and the machine."""
+    settings = json.dumps(config.model_dump(mode="json", exclude={"label", "lr"}), sort_keys=True)
     return (f"v{COST_MODEL_VERSION}|{config.name}|{model}|params={initial.params.numel()}"
             f"|buffers={initial.buffers.numel()}|clients={clients}|{settings}|{this_machine()}")
 
