@@ -205,3 +205,7 @@ def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, m
     steps = {json.dumps(yaml.safe_load((tmp_path / k / "scenario.yaml").read_text())["sim"]["measured_step_s"])
              for k in manifest}
     assert len(steps) == 1 and json.loads((tmp_path / "cache" / "step_times.json").read_text())
+    # and so were the coordinator's costs of their entries (the same entries: the same costs in both)
+    costs = {json.dumps(yaml.safe_load((tmp_path / k / "scenario.yaml").read_text())["sim"]["measured_server_s"],
+                        sort_keys=True) for k in manifest}
+    assert len(costs) == 1 and json.loads((tmp_path / "cache" / "server_costs.json").read_text())
