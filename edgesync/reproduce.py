@@ -250,8 +250,10 @@ def _measure_step_times(scenarios: list) -> None:
     (runtime/server_cost.py) — before experiments run side by side, so no experiment measures them while
     another one loads the cores (runtime/step_time.py)."""
     from edgesync.runtime.simulator import Simulator
+    from edgesync.tune import tuning_scenario
     seen = set()
-    for sc in scenarios:
+    # a tuned experiment's grid points (momentum 0.5, 0.9, …) are entries of their own to calibrate
+    for sc in [s for sc in scenarios for s in ([sc, tuning_scenario(sc)] if sc.tune else [sc])]:
         key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})),
                sc.sim.server_time == "model" and tuple(a.model_dump_json(exclude={"label"}) for a in sc.algorithms))
         if key not in seen:
