@@ -468,7 +468,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run folder")):
 
 
 @app.command()
-def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds: about 15 minutes on 2 cores"),
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds: about 11 minutes on 2 cores"),
               runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
               seeds: Optional[str] = typer.Option(None, "--seeds", help="seeds for every experiment, e.g. 0-4 "
                                                   "(default 0-2 with --quick, else 0-4)"),

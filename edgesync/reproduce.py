@@ -1,6 +1,6 @@
 """`edgesync reproduce`: the seed papers' headline comparisons, run over seeds and checked claim by claim.
 
-    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time
+    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time: ~11 min
     edgesync reproduce                    # the scenarios' own settings, 5 seeds
     edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
 
@@ -216,19 +216,22 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     where = machine()
 
     def record(exp: Experiment, wall_s: float) -> None:
+        now = time.time()
         manifest[exp.key] = {"mode": mode, "runtime": runtime, "scenario": exp.scenario, "overrides": plans[exp.key],
-                             "seeds": seeds, "wall_s": round(wall_s, 1), "machine": where}
+                             "seeds": seeds, "wall_s": round(wall_s, 1), "machine": where, "jobs": workers,
+                             "started_at": round(now - wall_s, 1), "finished_at": round(now, 1)}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
 
-    if jobs <= 1 or runtime == "live" or len(todo) <= 1:
+    workers = 1 if runtime == "live" or len(todo) <= 1 else max(1, jobs)
+    if workers == 1:
         for exp in todo:
             record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress))
         return
     if runtime == "sim":
         _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
     started = time.perf_counter()
-    _say(f"reproduce: {len(todo)} experiments × {len(seeds)} seeds, {jobs} at a time")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    _say(f"reproduce: {len(todo)} experiments × {len(seeds)} seeds, {workers} at a time")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in todo}
         for done, future in enumerate(as_completed(futures), 1):
             exp = futures[future]
@@ -332,8 +335,9 @@ def table(results: list[dict]) -> str:
 
 
 def count_line(measured: list[dict], built: list[dict]) -> str:
-    counts = {v: sum(r["verdict"] == v for r in measured) for v in ("holds", "does not hold", "inconclusive", "n/a")}
-    parts = [f"{n} {v}" for v, n in counts.items() if n]
+    plural = {"holds": "hold", "does not hold": "do not hold", "inconclusive": "inconclusive", "n/a": "n/a"}
+    counts = {v: sum(r["verdict"] == v for r in measured) for v in plural}
+    parts = [f"{n} {v if n == 1 else plural[v]}" for v, n in counts.items() if n]
     return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); by construction: {len(built)} "
             f"({sum(r['verdict'] == 'holds' for r in built)} hold). A claim holds when its whole 95% interval "
             f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
@@ -345,7 +349,15 @@ def docs_note(root: Path, key: str) -> str:
     manifest = read_manifest(root)
     parts = [key, f"runs in `{root}`"]
     if manifest:
-        parts.append(f"{sum(e['wall_s'] for e in manifest.values()) / 60:.1f} min of runs")
+        total = sum(e["wall_s"] for e in manifest.values()) / 60
+        starts = [e["started_at"] for e in manifest.values() if "started_at" in e]
+        ends = [e["finished_at"] for e in manifest.values() if "finished_at" in e]
+        jobs = max((e.get("jobs", 1) for e in manifest.values()), default=1)
+        if jobs > 1 and len(starts) == len(ends) == len(manifest):
+            parts.append(f"{(max(ends) - min(starts)) / 60:.1f} min, {jobs} experiments at a time "
+                         f"({total:.1f} min of runs)")
+        else:
+            parts.append(f"{total:.1f} min of runs" + (", experiments side by side" if jobs > 1 else ""))
         seeds = sorted({s for e in manifest.values() for s in e.get("seeds", [])})
         if seeds:
             parts.append(f"seeds {', '.join(map(str, seeds))}")

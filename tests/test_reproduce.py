@@ -101,7 +101,7 @@ def test_claims_are_computed_per_seed_from_the_run_folders(tmp_path):
     assert by_text["SHAT final acc − ASP final acc, one ×100 straggler (HE2)"]["verdict"] == "inconclusive"
     text = rp.table(results)
     assert "holds (by construction: rate 0.01" in text and "[" in text and "(3 seeds)" in text
-    assert "Measured claims: 11 (" in text and "by construction: 1 (1 hold)" in text
+    assert "Measured claims: 11 (" in text and " hold, " in text and "by construction: 1 (1 hold)" in text
     assert text.index("DGS bytes per update") > text.index("DANA-DC final acc − one worker, N = 16 heterogeneous")
 
 
@@ -197,7 +197,8 @@ def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, m
                                                           quick=tiny)))
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1], jobs=2)
     manifest = rp.read_manifest(tmp_path)
-    assert sorted(manifest) == ["esync_iid", "esync_noniid"]
+    assert sorted(manifest) == ["esync_iid", "esync_noniid"] and {e["jobs"] for e in manifest.values()} == {2}
+    assert "2 experiments at a time" in rp.docs_note(tmp_path, "quick-sim")
     for key in manifest:
         summary = json.loads((tmp_path / key / "summary.json").read_text())
         assert summary["esync"]["seeds"] == [0, 1] and summary["asgd"]["stats"]["final_acc"]["n"] == 2
