@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgesync.docs_block import replace_block  # noqa: E402
+from edgesync.metrics.seeds import interval  # noqa: E402
 from edgesync.reproduce import machine  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
 from edgesync.scenario import load_scenario  # noqa: E402
@@ -56,8 +57,9 @@ def tables(run_dir: Path) -> str:
         shown = "n/a" if figure is None else (f"{figure:.4f}" if metric != "time_to_target" else f"{figure:.1f} s")
         lines.append(f"| {label} | {grid} | {chosen} | {shown} |")
     target = next(iter(aggregates.values())).get("target_acc")
-    lines += ["", f"| entry | seeds | final acc. (%) | best acc. (%) | time to {target} (s) | speedup vs {first} "
-              "(paired) | KB up per update |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", f"| entry | seeds | final acc. (%) | best acc. (%) | final acc. − {first} (pt, paired) | "
+              f"time to {target} (s) | speedup vs {first} (paired) | KB up per update |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for label, e in aggregates.items():
         stats = e["stats"]
         reached = stats.get("time_to_target_s", {}).get("reached", "")
@@ -66,9 +68,15 @@ def tables(run_dir: Path) -> str:
         per_update = [summary[f"{label}@seed={s}"]["bytes_up"] / summary[f"{label}@seed={s}"]["updates"]
                       for s in e["seeds"] if summary[f"{label}@seed={s}"].get("updates")]
         kb = f"{sum(per_update) / len(per_update) / 1e3:.1f}" if per_update else "n/a"
+        diffs = [100 * (summary[f"{label}@seed={s}"]["final_acc"] - summary[f"{first}@seed={s}"]["final_acc"])
+                 for s in e["seeds"] if f"{first}@seed={s}" in summary]
+        iv = interval(diffs)
+        diff = "n/a" if iv.mean is None else (f"{iv.mean:+.2f}" + (f" ± {iv.half_width:.2f}" if iv.high else ""))
         lines.append(f"| {label} | {len(e['seeds'])} | {mean_ci(stats.get('final_acc'), '.2f', 100)} | "
-                     f"{mean_ci(stats.get('best_acc'), '.2f', 100)} | {ttt} | "
+                     f"{mean_ci(stats.get('best_acc'), '.2f', 100)} | {diff} | {ttt} | "
                      f"{mean_ci(stats.get('speedup_vs'), '.2f')} | {kb} |")
+    lines += ["", "Mean ± half-width of the 95% Student-t interval over the seeds; differences and speedups are "
+              f"taken within each seed against {first}'s run of that seed."]
     return "\n".join(lines)
 
 
