@@ -210,3 +210,13 @@ def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, m
     costs = {json.dumps(yaml.safe_load((tmp_path / k / "scenario.yaml").read_text())["sim"]["measured_server_s"],
                         sort_keys=True) for k in manifest}
     assert len(costs) == 1 and json.loads((tmp_path / "cache" / "server_costs.json").read_text())
+
+
+def test_the_docs_note_reads_a_live_runs_base_steps_from_its_clients(tmp_path):
+    for key, steps in (("esync_iid", (0.0216, 0.0241, 0.0230)), ("esync_noniid", (0.0220,))):
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "scenario.yaml").write_text(yaml.safe_dump({"runtime": "live", "sim": {}}))
+        (tmp_path / key / "clients.jsonl").write_text(
+            "".join(json.dumps({"client": 0, "base_step_s": s}) + "\n" for s in steps))
+    assert rp.base_steps(tmp_path) == [21.6, 22.0, 23.0, 24.1]
+    assert "base step 21.60–24.10 ms over the runs" in rp.docs_note(tmp_path, "quick-live")
