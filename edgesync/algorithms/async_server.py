@@ -6,7 +6,8 @@ in. For every update from a live client it (1) takes η from the warm-up schedul
 changes the global model out of place, (4) logs τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and G
 normalised by the RMS of the client's raw gradient, one normaliser for every algorithm
 (`staleness`: the RMS the client reported in its meta, else that of the raw gradient it sent), plus
-the algorithm's own fields, (5) keeps the latest BatchNorm statistics, and (6) returns
+the algorithm's own fields, (5) keeps the latest BatchNorm statistics (unless the half declares
+`latest_statistics = False` and handles them in `apply()`: FedAsync mixes them), and (6) returns
 `after_update()`'s sends: by default the reply to the sender alone.
 
 Hooks, each with the ASGD behaviour by default:
@@ -24,7 +25,7 @@ the client's data size, which the warm-up needs.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -37,6 +38,7 @@ from edgesync.algorithms.warmup import Warmup, WarmupConfig
 class AsyncServer(ServerAlgorithm):
     config: WarmupConfig
     update_key = "grad"  # the tensor every update carries
+    latest_statistics: ClassVar[bool] = True  # keep the latest update's BatchNorm statistics (ALGORITHMS.md)
 
     def __init__(self, config: WarmupConfig, initial, clients):
         super().__init__(config, initial, clients)
@@ -70,7 +72,7 @@ class AsyncServer(ServerAlgorithm):
         if client not in self.clients or self.update_key not in update.tensors:
             return []  # a dropped client's late update, or a malformed one: not applied
         lr = self.warmup.observe(client, update.meta)
-        lag = self.updates - int(update.meta.get("version", self.updates))
+        lag = self.lag_of(update)
         self.lag_sum += lag
         theta_apply, theta_computed = self.params, self.computed_on(client)
         grad_rms = raw_gradient_rms(update.meta, update.tensors)
@@ -79,11 +81,15 @@ class AsyncServer(ServerAlgorithm):
         if self.config.warmup_epochs:
             fields["lr"] = lr
         self.log_update(client, **fields, **extra)
-        if "buffers" in update.tensors:
+        if self.latest_statistics and "buffers" in update.tensors:
             self.buffers = update.tensors["buffers"].clone()  # BatchNorm statistics: the latest
         self.updates += 1
         self.lr = self.warmup.lr()
         return self.after_update(client)
+
+    def lag_of(self, update: Update) -> int:
+        """τ: global updates applied since the model this update was computed on was sent (its version)."""
+        return self.updates - int(update.meta.get("version", self.updates))
 
     def on_client_lost(self, client: int) -> list[Send]:
         if client in self.clients:

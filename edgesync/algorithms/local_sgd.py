@@ -16,6 +16,7 @@ from pydantic import Field
 from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundServer
+from edgesync.algorithms.staleness import rms
 from edgesync.trainer import Interrupt
 
 
@@ -53,9 +54,11 @@ class LocalRound:
 
     The replica θ_local (and BatchNorm statistics) live here, not in the trainer's model, and are
     loaded before every step: in the simulator other clients use the same model between our steps.
+    With `measure_grad_rms` it also sums the RMS of every step's raw gradient (before momentum), the
+    normaliser of the gap an asynchronous master logs (`staleness`; FedAsync, FedBuff): `grad_rms()`.
     """
 
-    def __init__(self, client: ClientAlgorithm, instruction: Instruction):
+    def __init__(self, client: ClientAlgorithm, instruction: Instruction, measure_grad_rms: bool = False):
         self.trainer, self.config = client.trainer, client.config
         self.instruction = instruction
         self.theta0 = instruction.tensors["params"]
@@ -65,6 +68,8 @@ class LocalRound:
         self.steps = 0
         self.loss_sum = 0.0
         self.lr = float(instruction.meta.get("lr", self.config.lr))
+        self.measure_grad_rms = measure_grad_rms
+        self.grad_rms_sum = 0.0
 
     def step(self, interrupt: Interrupt | None = None) -> None:
         """One local step; with `interrupt` it may raise StepAborted and then changes nothing."""
@@ -73,6 +78,8 @@ class LocalRound:
         if self.buffers is not None:
             t.set_buffers(self.buffers)
         g, loss = t.gradient(cfg.weight_decay, interrupt)
+        if self.measure_grad_rms:
+            self.grad_rms_sum += rms(g)  # the raw gradient, before momentum folds it into the velocity
         if cfg.momentum:
             self.velocity = g if self.velocity is None else self.velocity.mul_(cfg.momentum).add_(g)
             g = self.velocity
@@ -81,6 +88,10 @@ class LocalRound:
             self.buffers = t.get_buffers()
         self.steps += 1
         self.loss_sum += loss
+
+    def grad_rms(self) -> float:
+        """The mean over this round's steps of each raw gradient's RMS (`measure_grad_rms` only)."""
+        return self.grad_rms_sum / max(1, self.steps)
 
     def finish(self) -> Update:
         tensors = {"delta": self.theta - self.theta0}
