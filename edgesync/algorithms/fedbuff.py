@@ -62,6 +62,7 @@ class FedBuffClient(LocalStepsClient):
 class FedBuffServer(AsyncServer):
     config: FedBuffConfig
     update_key = "delta"
+    latest_statistics = False  # averaged over the buffer at each flush
 
     def __init__(self, config, initial, clients):
         super().__init__(config, initial, clients)

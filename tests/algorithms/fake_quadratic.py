@@ -40,7 +40,7 @@ class QuadraticTrainer:
     def get_buffers(self) -> torch.Tensor:
         return torch.zeros(0)
 
-    def gradient(self, weight_decay: float = 0.0) -> tuple[torch.Tensor, float]:
+    def gradient(self, weight_decay: float = 0.0, interrupt=None) -> tuple[torch.Tensor, float]:
         self.gradient_at.append(self.theta.clone())
         g = self.theta.clone()
         if weight_decay:

@@ -94,13 +94,14 @@ def test_ssp_levels_a_returning_clients_clock_with_the_slowest(model_state, make
 
 
 ASYNC = [s.name for s in algorithms.specs() if s.family == "asynchronous"]
+SETTINGS = {"fedbuff": {"buffer_size": 1}}  # every contribution a global update, so "applied" is visible
 
 
 @pytest.mark.parametrize("name", ASYNC)
 def test_every_asynchronous_half_takes_a_returning_client_and_applies_its_next_update(name, tiny_trainer):
     # Prepare: two clients through their real halves; client 1 is lost after one exchange each
     spec = algorithms.get(name)
-    config = spec.config(lr=0.1, batch_size=4)
+    config = spec.config(lr=0.1, batch_size=4, **SETTINGS.get(name, {}))
     trainers = {rank: tiny_trainer(seed=rank) for rank in (0, 1)}
     initial = ModelState(trainers[0].get_params(), trainers[0].get_buffers())
     server = spec.server(config, initial, [0, 1])
