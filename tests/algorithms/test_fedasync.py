@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from edgesync.algorithms.base import Update
 from edgesync.algorithms.fedasync import FedAsyncConfig, FedAsyncServer, LocalStepsClient, staleness_weight
+from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from fake_quadratic import QuadraticTrainer
 
 
@@ -152,9 +153,14 @@ def test_a_lost_clients_late_update_is_ignored_and_a_returning_one_gets_the_mode
     assert send.instruction.tensors["params"].item() == 2.0
 
 
-def test_the_update_format_is_a_dense_model(model_state):
-    server_format = FedAsyncServer(FedAsyncConfig(), model_state([0.0, 0.0]), [0]).update_format()
-    assert server_format.key == "params" and not server_format.sparse
+def test_the_runtime_accepts_a_model_and_refuses_anything_else(model_state):
+    # Prepare: the check the coordinator runs on every UPDATE, built from the half's declared format
+    initial = model_state([0.0, 0.0], buffers=[0.0])
+    check = UpdateCheck.for_server(FedAsyncServer(FedAsyncConfig(), initial, [0]), initial)
+    # Execute / Assert
+    check.check({"params": torch.ones(2), "buffers": torch.ones(1)})
+    with pytest.raises(UpdateRefused, match="'delta' is not part of a fedasync update"):
+        check.check({"delta": torch.ones(2)})
 
 
 @pytest.mark.parametrize("settings,key", [({"alpha": 1.5}, "alpha"), ({"staleness": "exponential"}, "staleness"),

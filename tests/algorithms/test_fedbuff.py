@@ -13,6 +13,7 @@ from edgesync.algorithms.asgd import ASGDConfig, ASGDServer
 from edgesync.algorithms.base import Update
 from edgesync.algorithms.fedbuff import FedBuffClient, FedBuffConfig, FedBuffServer
 from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from fake_quadratic import QuadraticTrainer
 
 
@@ -139,7 +140,11 @@ def test_the_client_sends_its_difference_after_k_local_steps(model_state):
     assert set(update.tensors) == {"delta"}
     assert update.tensors["delta"].item() == pytest.approx(-0.19)
     assert update.meta["grad_rms"] == pytest.approx(0.95) and update.meta["steps"] == 2
-    assert server.update_format().key == "delta" and not server.update_format().sparse
+    # the coordinator's check of every UPDATE, from the half's declared format: a dense difference
+    check = UpdateCheck.for_server(server, model_state([1.0]))
+    check.check(update.tensors)
+    with pytest.raises(UpdateRefused, match="'params' is not part of a fedbuff update"):
+        check.check({"params": torch.ones(1)})
 
 
 def test_a_restored_server_goes_on_with_its_half_full_buffer(model_state):
