@@ -19,8 +19,8 @@ Choices fixed here:
   the latest as the other asynchronous masters do: the statistics belong to the model x_new, and a
   stale update that moves the weights by a small α_t must not replace the global statistics whole.
   So x and its statistics stay one convex combination of the same models, and α = 0 moves neither.
-- No proximal term: Xie et al.'s worker may add ρ/2·‖x − x_τ‖² to its local loss; ALGORITHMS.md (as
-  Plato and FLSim ship FedAsync) runs plain local SGD, weight decay being the only regulariser.
+- No proximal term: Xie et al.'s worker may add ρ/2·‖x − x_τ‖² to its local loss; ALGORITHMS.md's
+  reading runs plain local SGD, weight decay being the only regulariser.
 - Defaults α = 0.9 (Plato's and APPFL's), a = 0.5 (ALGORITHMS.md), b = 4 (APPFL's), H = 10 (local_sgd's).
   `a` is shared by the polynomial and the hinge function.
 - η the clients step with is the master's (`lr` in every instruction), so the warm-up applies.
