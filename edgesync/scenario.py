@@ -27,10 +27,12 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
                       model_validator)
 
 from edgesync import algorithms
+from edgesync.data.datasets import INPUT_SHAPES
 from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
+from edgesync.models import FIXED_INPUT_SIDE
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
 AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs())], Field(discriminator="name")]
@@ -83,7 +85,7 @@ def _too_many_clients(value: Any, at: tuple[str | int, ...] = ()) -> _Problem | 
 
 
 class DatasetSpec(Strict):
-    name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist"] = "fashion_mnist"
+    name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist", "cifar10"] = "fashion_mnist"
     root: str | None = Field(None, description="data folder, the only place looked in; must exist on the "
                              "machine that loads the scenario; EDGESYNC_DATA wins over it")
     train_size: int | None = Field(None, ge=1, description="use only the first N training samples")
@@ -92,7 +94,7 @@ class DatasetSpec(Strict):
     @classmethod
     def _root(cls, root: str | None, info: ValidationInfo) -> str | None:
         """An explicit root is where this machine reads the data: a wrong one is an error here, not a
-        silent fallback to another copy. Where $EDGESYNC_DATA wins over it (the Fashion-MNIST sources),
+        silent fallback to another copy. Where $EDGESYNC_DATA wins over it (Fashion-MNIST, CIFAR-10),
         this machine does not read it, and a root meant for the clients' machines is left alone."""
         env_wins = info.data.get("name") != "mnist" and os.environ.get(DATA_ENV_VAR)
         if root is not None and not env_wins and not Path(root).is_dir():
@@ -452,6 +454,16 @@ class Scenario(Strict):
         if dup:
             raise ValueError(f"algorithm entries need distinct labels; repeated: {', '.join(dup)} "
                              "(give each a `label:`)")
+        return self
+
+    @model_validator(mode="after")
+    def _model_takes_the_images(self) -> "Scenario":
+        """A model built for one image size (the small CNN: 28×28) cannot train on another dataset's."""
+        side = FIXED_INPUT_SIDE.get(self.model.name)
+        _, h, w = INPUT_SHAPES[self.dataset.name]
+        if side is not None and (h, w) != (side, side):
+            raise ValueError(f"model.name {self.model.name} is built for {side}×{side} images, but dataset.name "
+                             f"{self.dataset.name} has {h}×{w}: use model.name resnet18, which takes any size")
         return self
 
     @model_validator(mode="after")

@@ -297,6 +297,23 @@ def test_a_dataset_root_is_not_checked_where_edgesync_data_wins_over_it(write, t
     assert load_scenario(path).dataset.root == str(tmp_path / "on-the-lab-machines")
 
 
+# -- dataset and model --------------------------------------------------------------------------------
+
+def test_cifar10_with_resnet18_validates_without_the_data(write, tmp_path, monkeypatch):
+    # validate needs no data: CIFAR-10 is looked for only when a run loads it
+    monkeypatch.setenv("EDGESYNC_DATA", str(tmp_path / "no-cifar-here"))
+    sc = load_scenario(write(BASE + "dataset: {name: cifar10}\nmodel: {name: resnet18}\n"))
+    assert (sc.dataset.name, sc.model.name) == ("cifar10", "resnet18")
+
+
+def test_the_cnn_on_cifar10_is_an_error_naming_both_keys(write):
+    path = write(BASE + "dataset: {name: cifar10}\n")  # model.name defaults to cnn
+    (line,) = _problems(path)
+    assert line.startswith(f"{path}: ")
+    assert "model.name cnn is built for 28×28 images, but dataset.name cifar10 has 32×32" in line
+    assert "use model.name resnet18" in line
+
+
 # -- --set overrides --------------------------------------------------------------------------------
 
 def test_overrides_take_effect(write):

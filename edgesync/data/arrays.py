@@ -1,7 +1,8 @@
 """What every dataset becomes in memory, and what its loaders share.
 
-`ArrayDataset` holds a train/test split as uint8 images (N, H, W) plus int64 labels; `to_tensor` normalizes
-a batch to float32 (N, 1, H, W) when it is needed. `DataNotFoundError` is every loader's "the files are
+`ArrayDataset` holds a train/test split as uint8 images plus int64 labels: grayscale ones as (N, H, W),
+colour ones as (N, C, H, W). `to_tensor` normalizes a batch to float32 (N, C, H, W) when it is needed: the
+images stay uint8 until then (a quarter of float32's memory), and one channel-first layout serves every model. `DataNotFoundError` is every loader's "the files are
 not there", and `explicit_root_error` its wording for a root that was given but does not hold the data:
 such a root is the only place looked in, never replaced by another copy found elsewhere.
 """
@@ -19,6 +20,9 @@ FASHION_MNIST_MEAN = 0.2860
 FASHION_MNIST_STD = 0.3530
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
+# Per channel (red, green, blue) over CIFAR-10's 50 000 training images scaled to [0, 1].
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 REPO_DATA_DIR = Path(__file__).resolve().parents[2] / "data"  # <repo>/data, git-ignored
 
@@ -46,30 +50,46 @@ def explicit_root_error(root: str | os.PathLike, origin: str | None, why: str) -
 class ArrayDataset:
     """A train/test split held in memory as uint8 images and int64 labels."""
 
-    train_x: np.ndarray  # (N, H, W) uint8
+    train_x: np.ndarray  # (N, H, W) or (N, C, H, W) uint8
     train_y: np.ndarray  # (N,) int64
-    test_x: np.ndarray  # (M, H, W) uint8
+    test_x: np.ndarray  # (M, H, W) or (M, C, H, W) uint8
     test_y: np.ndarray  # (M,) int64
     num_classes: int
-    mean: float  # of the pixels scaled to [0, 1], used by to_tensor
-    std: float
+    # of the pixels scaled to [0, 1], used by to_tensor: one number (grayscale) or one per channel
+    mean: float | tuple[float, ...]
+    std: float | tuple[float, ...]
     name: str
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
         """(C, H, W) of one sample as the models see it (grayscale: C = 1)."""
+        if self.train_x.ndim == 4:
+            _, c, h, w = self.train_x.shape
+            return (c, h, w)
         _, h, w = self.train_x.shape
         return (1, h, w)
 
 
-def to_tensor(x_uint8: np.ndarray, mean: float, std: float) -> torch.Tensor:
-    """uint8 images (N, H, W) -> normalized float32 tensor (N, 1, H, W): (x / 255 - mean) / std."""
-    if x_uint8.dtype != np.uint8 or x_uint8.ndim != 3:
+def to_tensor(x_uint8: np.ndarray, mean: float | tuple[float, ...], std: float | tuple[float, ...]) -> torch.Tensor:
+    """uint8 images -> normalized float32 tensor (N, C, H, W): (x / 255 - mean) / std.
+
+    Grayscale images (N, H, W) take one mean and std and become (N, 1, H, W); colour images (N, C, H, W)
+    take one mean and std per channel."""
+    if x_uint8.dtype != np.uint8 or x_uint8.ndim not in (3, 4):
         raise ValueError(
-            f"to_tensor expects uint8 images of shape (N, H, W), got {x_uint8.dtype} {x_uint8.shape}"
+            f"to_tensor expects uint8 images of shape (N, H, W) or (N, C, H, W), got {x_uint8.dtype} {x_uint8.shape}"
         )
     x = np.ascontiguousarray(x_uint8)
     if not x.flags.writeable:  # torch.from_numpy warns on read-only arrays
         x = x.copy()
-    t = torch.from_numpy(x).to(torch.float32)  # (N, H, W)
-    return t.div_(255.0).sub_(mean).div_(std).unsqueeze(1)  # (N, 1, H, W)
+    t = torch.from_numpy(x).to(torch.float32)
+    if x.ndim == 3:
+        if not isinstance(mean, (int, float)) or not isinstance(std, (int, float)):
+            raise ValueError(f"to_tensor: grayscale images (N, H, W) take one mean and std, got {mean!r} and {std!r}")
+        return t.div_(255.0).sub_(mean).div_(std).unsqueeze(1)  # (N, 1, H, W)
+    channels = x.shape[1]
+    m, s = torch.tensor(mean, dtype=torch.float32).reshape(-1), torch.tensor(std, dtype=torch.float32).reshape(-1)
+    if len(m) != channels or len(s) != channels:
+        raise ValueError(f"to_tensor: images of {channels} channels need {channels} means and stds, got "
+                         f"{mean!r} and {std!r}")
+    return t.div_(255.0).sub_(m.view(1, -1, 1, 1)).div_(s.view(1, -1, 1, 1))  # (N, C, H, W)

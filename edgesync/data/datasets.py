@@ -1,8 +1,10 @@
 """Datasets by name: `load_dataset`, and torchvision as the second source.
 
-Sources: our own IDX reader for Fashion-MNIST (``fashion_mnist``, see fashion_mnist.py) and torchvision
-(``mnist``, ``torchvision_fashion_mnist``). Every dataset is an `ArrayDataset` (arrays.py): uint8 images
-(N, H, W) plus int64 labels. `ArrayDataset` and `to_tensor` are importable from here too.
+Sources: our own IDX reader for Fashion-MNIST (``fashion_mnist``, see fashion_mnist.py), our own reader of
+CIFAR-10's python archive (``cifar10``, see cifar10.py) and torchvision (``mnist``,
+``torchvision_fashion_mnist``). Every dataset is an `ArrayDataset` (arrays.py): uint8 images, (N, H, W)
+grayscale or (N, 3, H, W) colour, plus int64 labels. `ArrayDataset` and `to_tensor` are importable from
+here too.
 """
 
 from __future__ import annotations
@@ -14,11 +16,20 @@ import numpy as np
 
 from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, MNIST_MEAN, MNIST_STD, REPO_DATA_DIR,
                                   ArrayDataset, DataNotFoundError, explicit_root_error, to_tensor)
+from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
 
-__all__ = ["DATASET_NAMES", "ArrayDataset", "download_fashion_mnist", "load_dataset", "to_tensor"]
+__all__ = ["DATASET_NAMES", "INPUT_SHAPES", "ArrayDataset", "download_cifar10", "download_fashion_mnist",
+           "load_dataset", "to_tensor"]
 
-DATASET_NAMES = ("fashion_mnist", "mnist", "torchvision_fashion_mnist")
+# (C, H, W) of one sample of each dataset as the models see it, known without loading the data
+INPUT_SHAPES = {
+    "fashion_mnist": (1, 28, 28),
+    "mnist": (1, 28, 28),
+    "torchvision_fashion_mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32),
+}
+DATASET_NAMES = tuple(INPUT_SHAPES)
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str | None = None) -> ArrayDataset:
@@ -26,6 +37,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str |
     (see each loader); `origin` names where it came from for the error when it holds no data."""
     if name == "fashion_mnist":
         return load_fashion_mnist(root, origin)
+    if name == "cifar10":
+        return load_cifar10(root, origin)
     if name == "mnist":
         return _load_torchvision("MNIST", root, origin, name)
     if name == "torchvision_fashion_mnist":

@@ -14,6 +14,9 @@ _BUILDERS: dict[str, Callable[[int, int], nn.Module]] = {
     "resnet18": lambda num_classes, in_channels: resnet18_small(num_classes=num_classes, in_channels=in_channels),
 }
 MODEL_NAMES = tuple(_BUILDERS)
+# The image side a model is built for, where it takes only one: SmallCNN's linear layer is sized for 28×28
+# inputs. ResNet-18 is not listed: its global average pool takes any size (28×28, CIFAR's 32×32).
+FIXED_INPUT_SIDE = {"cnn": 28}
 
 
 def build_model(name: str, num_classes: int = 10, in_channels: int = 1) -> nn.Module:
@@ -23,4 +26,4 @@ def build_model(name: str, num_classes: int = 10, in_channels: int = 1) -> nn.Mo
     return _BUILDERS[name](num_classes, in_channels)
 
 
-__all__ = ["MODEL_NAMES", "SmallCNN", "build_model", "resnet18_small"]
+__all__ = ["FIXED_INPUT_SIDE", "MODEL_NAMES", "SmallCNN", "build_model", "resnet18_small"]
