@@ -30,8 +30,10 @@ from edgesync import algorithms
 from edgesync.data.datasets import INPUT_SHAPES
 from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
+from edgesync.emulation.availability import Availability, parse_availability
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
+from edgesync.emulation.traces import check_rows, read_rows
 from edgesync.models import FIXED_INPUT_SIDE
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
@@ -119,6 +121,27 @@ class DirectionSpec(Strict):
     latency_ms: float | None = Field(None, ge=0, description="one-way latency, ms")
     jitter_ms: float | None = Field(None, ge=0, description="latency varies uniformly within ± this, ms")
     loss: float | None = Field(None, ge=0, lt=1, description="packet loss probability (shows up as delay)")
+    trace: list[tuple[float, float, float]] | None = Field(None, description="[[t s, rate Mbit/s, latency ms], …]: "
+                                                         "from t on, the link's rate and latency (emulation/traces.py)")
+    trace_file: str | None = Field(None, description="CSV/JSON file of such rows, relative to the scenario; read "
+                                   "once when it loads (the run folder keeps the rows)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_rows(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or (data.get("trace") is None and data.get("trace_file") is None):
+            return data
+        data = dict(data)
+        if data.get("trace") is None:
+            data["trace"] = read_rows(data["trace_file"], (info.context or {}).get("base_dir"),
+                                      f"link trace file {data['trace_file']}")
+        rows = check_rows(data["trace"], ("t", "rate_mbps", "latency_ms"), "link trace")
+        for i, (_, rate, latency) in enumerate(rows):
+            if rate <= 0 or latency < 0:
+                raise ValueError(f"link trace row {i + 1}: the rate must be > 0 Mbit/s and the latency ≥ 0 ms, "
+                                 f"got {rate:g} Mbit/s, {latency:g} ms")
+        data["trace"] = [list(r) for r in rows]
+        return data
 
 
 class LinkSpec(DirectionSpec):
@@ -146,8 +169,9 @@ def resolve_direction(which: Literal["up", "down"], *specs: "LinkSpec | None") -
 
 
 def to_link(spec: DirectionSpec) -> Link:
+    trace = tuple((t, rate, latency / 1e3) for t, rate, latency in spec.trace or ())
     return Link(rate_mbps=spec.rate_mbps, latency_s=(spec.latency_ms or 0.0) / 1e3,
-                jitter_s=(spec.jitter_ms or 0.0) / 1e3, loss=spec.loss or 0.0)
+                jitter_s=(spec.jitter_ms or 0.0) / 1e3, loss=spec.loss or 0.0, trace=trace)
 
 
 class LinksSpec(LinkSpec):
@@ -163,11 +187,18 @@ class ClientSpec(Strict):
     partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
     device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
     link: LinkSpec | None = Field(None, description="this client's link, over the scenario's `links`")
+    availability: Availability | None = Field(None, description="when the device is online: a trace of online "
+                                              "intervals or an exponential on/off model; default always")
 
     @field_validator("profile", mode="before")
     @classmethod
-    def _profile(cls, value: Any) -> Profile:
-        return parse_profile(value)
+    def _profile(cls, value: Any, info: ValidationInfo) -> Profile:
+        return parse_profile(value, info.context)
+
+    @field_validator("availability", mode="before")
+    @classmethod
+    def _availability(cls, value: Any, info: ValidationInfo) -> Availability | None:
+        return parse_availability(value, info.context)
 
 
 class StopSpec(Strict):
@@ -648,11 +679,12 @@ def apply_override(data: dict, path: list[str | int], value: Any, source: str = 
     node[last] = value
 
 
-def scenario_from_dict(data: Any, source: str = "<scenario>") -> Scenario:
+def scenario_from_dict(data: Any, source: str = "<scenario>", base_dir: str | Path | None = None) -> Scenario:
+    """`base_dir`: where trace files named in the scenario are looked for (the scenario file's folder)."""
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"a scenario is a YAML mapping, not {type(data).__name__}"])
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as err:
         raise ScenarioError(source, _format(err, data)) from None
 
@@ -682,9 +714,9 @@ def load_scenario(path: str | Path, overrides: list[str] = ()) -> Scenario:
             key_path, value = parse_override(text)
             apply_override(data, key_path, value)
     source = str(path) + (" with --set " + " ".join(overrides) if overrides else "")
-    scenario = scenario_from_dict(data, source)
+    scenario = scenario_from_dict(data, source, Path(path).parent)
     for _, variant, where in sweep_combinations(scenario, source):  # each must be a valid scenario too
-        scenario_from_dict(variant, where)
+        scenario_from_dict(variant, where, Path(path).parent)
     return scenario
 
 

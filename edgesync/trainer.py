@@ -31,6 +31,15 @@ class StepAborted(Exception):
         self.elapsed = elapsed
 
 
+class DeviceOffline(Exception):
+    """The emulated device went offline (its availability) during a step: the step never finished and the
+    instruction's work is lost, as on a real device. Not a StepAborted, which algorithms catch."""
+
+    def __init__(self, elapsed: float):
+        super().__init__(f"device offline after {elapsed:.6f} s of its step")
+        self.elapsed = elapsed
+
+
 class StepHook(Protocol):
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         """Called right after a step's computation, with the perf_counter time the step began.
@@ -196,6 +205,9 @@ class Trainer:
         except StepAborted as aborted:
             self.stats.compute_s += aborted.elapsed
             self.stats.aborted_steps += 1
+            raise
+        except DeviceOffline as offline:
+            self.stats.compute_s += offline.elapsed  # the device worked until it went dark; no step counted
             raise
         self.stats.steps += 1
         self.stats.samples += samples

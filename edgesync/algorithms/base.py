@@ -82,6 +82,16 @@ class ModelState:
 
 
 @dataclass(frozen=True)
+class Population:
+    """What a runtime tells a server half about every client of the run, live or not: the run's seed
+    (for choices a server half makes, such as which clients take part in a round) and each client's
+    number of training samples. Set by the runtime after construction, like `now`."""
+
+    seed: int = 0
+    data_sizes: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class UpdateFormat:
     """What a server half accepts as an update's main tensor; the runtime refuses anything else
     (runtime/update_check.py) before `on_update` sees it."""
@@ -99,6 +109,7 @@ class ServerAlgorithm(ABC):
     """
 
     now: Callable[[], float] = staticmethod(time.perf_counter)
+    population: Population = Population()
     update_key: ClassVar[str | None] = None  # the tensor every update carries; None: not declared
 
     def __init__(self, config: AlgorithmConfig, initial: ModelState, clients: list[int]):
@@ -156,8 +167,8 @@ class ServerAlgorithm(ABC):
         """The global model to evaluate. The runtime copies it before evaluating elsewhere."""
         return self.params
 
-    # Not state: the config is rebuilt from the scenario, the clock is the runtime's.
-    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"config", "now"})
+    # Not state: the config is rebuilt from the scenario, the clock and population are the runtime's.
+    _NOT_STATE: ClassVar[frozenset[str]] = frozenset({"config", "now", "population"})
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to go on after a restart (runtime/checkpoint.py): a deep copy of this half's

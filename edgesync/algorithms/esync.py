@@ -124,7 +124,7 @@ class ESyncServer(DeltaServer):
         return super().on_client_lost(client)
 
     def include(self, client: int) -> None:
-        self.records[client] = Record()
+        self.records.setdefault(client, Record())  # a participant again keeps its record; a returning one starts afresh
         super().include(client)
 
 

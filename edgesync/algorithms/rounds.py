@@ -7,6 +7,14 @@ configured one, or the warm-up schedule's at the round's start (`warmup_epochs`)
 a client not in the round are ignored. A client lost after it reported still counts: its update was
 computed on this round's θ. Subclasses say which tensor they average (`update_key`) and how to
 weight it (`weight`).
+
+Partial participation (participation.py): `online` is every client able to take part, `clients` the
+round's participants, drawn among the online ones when the round starts (all of them unless the config
+samples). A client lost mid-round leaves both; one that comes back joins `online` and can be drawn from
+the next round on (or at once, when no round is under way). A round whose every participant is lost
+before anyone reported is drawn again among those still online. Each round's draw is logged (a row with
+`participants` and `online` in updates.jsonl) when the config samples clients or some client is offline;
+`participation` counts the rounds each client reported in.
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import torch
 
 from edgesync.algorithms.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.gradient_client import model_instruction
+from edgesync.algorithms.participation import ParticipationConfig, choose
 from edgesync.algorithms.warmup import Warmup
 
 
@@ -24,13 +33,15 @@ class RoundServer(ServerAlgorithm):
 
     def __init__(self, config, initial, clients):
         super().__init__(config, initial, clients)
+        self.online = sorted(self.clients)  # able to take part; `clients` are the round's participants
         self.round = 0
+        self.attempt = 0  # draws of this round's participants (a round whose participants all left is redrawn)
+        self.participation: dict[int, int] = {}  # rounds each client reported in
         self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
         self.round_lr = self.warmup.lr()
         self._reset()
 
     def _reset(self) -> None:
-        self.returning: set[int] = getattr(self, "returning", set())  # back from being lost: next round
         self.reported: set[int] = set()
         self.weight_sum = 0.0
         self.update_sum: torch.Tensor | None = None
@@ -59,6 +70,7 @@ class RoundServer(ServerAlgorithm):
         self.warmup.observe(client, update.meta)
         w = self.weight(update)
         self.reported.add(client)
+        self.participation[client] = self.participation.get(client, 0) + 1
         self.weight_sum += w
         self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
         if "buffers" in update.tensors:
@@ -66,43 +78,64 @@ class RoundServer(ServerAlgorithm):
         return self._close_round_if_complete()
 
     def on_client_lost(self, client: int) -> list[Send]:
+        if client in self.online:
+            self.online.remove(client)
         if client in self.clients:
             self.clients.remove(client)
-        self.returning.discard(client)
         return self._close_round_if_complete()
 
     def on_client_joined(self, client: int) -> list[Send]:
-        """A returning client joins at the next round (this one's mean is already under way); if
-        nobody is left to finish this round, it joins this one at once."""
-        if client in self.clients:
+        """A returning client can be drawn from the next round on (this one's mean is already under
+        way); if no round is under way (every participant was lost), a round starts at once."""
+        if client in self.online:
             return []
+        self.online = sorted({*self.online, client})
         if self.clients:
-            self.returning.add(client)
             return []
-        self.include(client)
-        return [self._instruction(client)]
+        self.attempt += 1
+        return self.broadcast()
 
     def include(self, client: int) -> None:
         """Make `client` one of the round's clients (ESync adds its State Server record)."""
         self.clients = sorted({*self.clients, client})
 
     def _close_round_if_complete(self) -> list[Send]:
-        if not self.reported or not self.reported.issuperset(self.clients):
+        if not self.reported:
+            if self.clients or not self.online:
+                return []
+            self.attempt += 1  # every participant left before reporting: draw again among the online
+            return self.broadcast()
+        if not self.reported.issuperset(self.clients):
             return []
+        if self._logs_rounds():
+            self.log_update(-1, round=self.round, contributors=sorted(self.reported))
         self.apply(self.update_sum / self.weight_sum)
         if self.buffer_sum is not None:
             self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
         self.updates += 1
         self.round += 1
-        for client in sorted(self.returning):
-            self.include(client)
-        self.returning = set()
+        self.attempt = 0
         self._reset()
         return self.broadcast()
 
     def broadcast(self) -> list[Send]:
+        """Start the round: draw its participants among the online clients and send them θ."""
         self.round_lr = self.warmup.lr()
+        self.clients = []
+        config = self.config
+        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
+        chosen = choose(config, self.population, self.online, self.round, self.attempt) if sampled else self.online
+        for client in chosen:
+            self.include(client)
+        if self._logs_rounds():
+            self.log_update(-1, round=self.round, participants=list(self.clients), online=len(self.online))
         return [self._instruction(c) for c in self.clients]
+
+    def _logs_rounds(self) -> bool:
+        """Rounds are logged (who was drawn, who contributed) when they sample clients or some are offline."""
+        config = self.config
+        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
+        return sampled or len(self.online) < len(self.population.data_sizes)
 
     def _instruction(self, client: int) -> Send:
         return Send(client, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(client)))

@@ -11,13 +11,14 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec
+from edgesync.algorithms.base import AlgorithmSpec
+from edgesync.algorithms.participation import ParticipationConfig
 from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundServer
 
 
-class SSGDConfig(AlgorithmConfig):
+class SSGDConfig(ParticipationConfig):
     name: Literal["ssgd"] = "ssgd"
     momentum: float = Field(0.0, ge=0, lt=1, description="master momentum m")
 

@@ -14,12 +14,16 @@ Flower nodes). Only single gamma steps can draw below 1; the live runtime runs t
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+
+from edgesync.emulation.traces import Steps, check_rows, read_rows
 
 
 class ConstantProfile(BaseModel):
@@ -50,7 +54,48 @@ class GammaProfile(BaseModel):
         return f"gamma-{tag}(μ={self.mean:g},Vm={self.v_mach:g})"
 
 
-Profile = ConstantProfile | GammaProfile
+class TraceProfile(BaseModel):
+    """A device whose speed changes during the run: `steps: [[t, factor], …]` (emulation/traces.py), ×1
+    before the first row; e.g. a phone that throttles after a minute: [[0, 1], [60, 4]]. `file` names a
+    CSV or JSON file of such rows, read once when the scenario loads (the run folder keeps them inline)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["trace"] = "trace"
+    steps: tuple[tuple[float, float], ...] = Field((), description="[[t seconds, factor ×k], …]")
+    file: str | None = Field(None, description="CSV/JSON file of [t, factor] rows (relative to the scenario)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rows(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if not data.get("steps"):
+            if not data.get("file"):
+                raise ValueError("a trace profile needs `steps: [[t, factor], …]` or `file:`")
+            base = (info.context or {}).get("base_dir")
+            data["steps"] = read_rows(data["file"], base, f"profile trace file {data['file']}")
+        rows = check_rows(data["steps"], ("t", "factor"), "profile trace")
+        for t, factor in rows:
+            if factor < 1:
+                raise ValueError(f"factor {factor:g} at {t:g} s {BELOW_ONE}")
+        data["steps"] = rows
+        return data
+
+    @property
+    def label(self) -> str:
+        factors = [f for _, f in self.steps]
+        if self.steps[0][0] > 0:
+            factors.insert(0, 1.0)
+        shown = "→".join(f"x{f:g}" for f in factors[:4]) + ("→…" if len(factors) > 4 else "")
+        return f"trace({shown})"
+
+    def factor_at(self, t: float) -> float:
+        value = Steps(self.steps).at(t)
+        return 1.0 if value is None else value[0]
+
+
+Profile = ConstantProfile | GammaProfile | TraceProfile
 
 _XK = re.compile(r"^[x×](\d+(\.\d+)?)$")
 
@@ -88,11 +133,11 @@ class ProfileError(ValueError):
         self.problem = problem
 
 
-def parse_profile(value: str | dict | Profile) -> Profile:
+def parse_profile(value: str | dict | Profile, context: dict | None = None) -> Profile:
     """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}.
 
     A bad profile is a ValueError whose one-line message names the value and the problem."""
-    if isinstance(value, (ConstantProfile, GammaProfile)):
+    if isinstance(value, (ConstantProfile, GammaProfile, TraceProfile)):
         return value
     if isinstance(value, str):
         name = value.strip().lower()
@@ -110,11 +155,11 @@ def parse_profile(value: str | dict | Profile) -> Profile:
         raise ProfileError(f"unknown profile {value!r}: {expected}", f"unknown profile: {expected}")
     if isinstance(value, dict):
         kind = value.get("kind", "constant")
-        model = {"constant": ConstantProfile, "gamma": GammaProfile}.get(kind)
+        model = {"constant": ConstantProfile, "gamma": GammaProfile, "trace": TraceProfile}.get(kind)
         if model is None:
-            raise ValueError(f"unknown profile kind {kind!r}: expected 'constant' or 'gamma'")
+            raise ValueError(f"unknown profile kind {kind!r}: expected 'constant', 'gamma' or 'trace'")
         try:
-            return model(**value)
+            return model.model_validate(value, context=context)
         except ValidationError as exc:  # one line, not pydantic's block
             problem = _problems(exc)
             raise ProfileError(f"profile {value!r}: {problem}", problem) from None
@@ -128,7 +173,8 @@ def _problems(exc: ValidationError) -> str:
         if e["type"] == "greater_than_equal" and e.get("ctx", {}).get("ge") == 1.0:
             out.append(f"{where} {e.get('input')!r} {BELOW_ONE}")
         else:
-            out.append(f"{where}: {e['msg']}")
+            msg = e["msg"].removeprefix("Value error, ")
+            out.append(f"{where}: {msg}" if where else msg)
     return "; ".join(out)
 
 
@@ -154,12 +200,18 @@ class FactorSampler:
 
     @property
     def mean_factor(self) -> float:
-        """The expected factor of this client's steps."""
+        """The expected factor of this client's steps. A trace's is its smallest factor: plans made with
+        it (the shared base step) hold at the trace's most demanding moment."""
         if isinstance(self.profile, GammaProfile):
             return float(self._machine_mean)
+        if isinstance(self.profile, TraceProfile):
+            return min([1.0 if self.profile.steps[0][0] > 0 else math.inf] + [f for _, f in self.profile.steps])
         return self.profile.factor
 
-    def next(self) -> float:
+    def next(self, t: float = 0.0) -> float:
+        """The factor of a step that starts `t` seconds into the algorithm (only traces look at it)."""
         if isinstance(self.profile, ConstantProfile):
             return self.profile.factor
+        if isinstance(self.profile, TraceProfile):
+            return self.profile.factor_at(t)
         return float(self._rng.gamma(self._shape, self._machine_mean / self._shape))

@@ -83,10 +83,16 @@ class AlgorithmAccount:
             stamp = round(time_s, TIME_DIGITS)
             self.recorder.log_updates([{"algorithm": self.key, "time_s": stamp, **r} for r in rows])
 
+    def log_presence(self, rank: int, online: bool, time_s: float) -> None:
+        """A device went offline or came back (its availability): a row of updates.jsonl, for the report's
+        availability plot and for checking that nobody trained while offline."""
+        self.log_updates([{"client": rank, "presence": "online" if online else "offline"}], time_s)
+
     # -- clients.jsonl -----------------------------------------------------------------------------
     def client_row(self, rank: int, profile: str, totals: dict[str, Any], bytes_up: int, bytes_down: int,
                    host: str | None = None, device: str | None = None, gpu: str | None = None, refused: int = 0,
-                   lost: int = 0, rejoined: int = 0, error: str | None = None) -> dict[str, Any]:
+                   lost: int = 0, rejoined: int = 0, error: str | None = None,
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """One client's row: its totals (`client_totals`, as STATS carries them) and what the runtime counted."""
         row = {
             "algorithm": self.key, "client": rank, "profile": profile, "host": host,
@@ -101,6 +107,8 @@ class AlgorithmAccount:
             # and its GPU; HELLO, sent before SETUP, knows only the override
             "gpu": totals.get("gpu") if "device" in totals else gpu,
         }
+        if extra:  # what only some runs have: time offline (availability), rounds taken part in
+            row.update({k: v for k, v in extra.items() if v is not None})
         if error is not None:
             row["error"] = error
         return row

@@ -29,7 +29,7 @@ class ServerEvent(Protocol):
     """An event for the coordinator (the engine's `Event`): an update or a query from a client."""
 
     time: float
-    kind: str  # to_server | query
+    kind: str  # to_server | query | presence
     client: int
     message: Any  # the Update; a query's (meta, blocking)
     size: int
@@ -42,7 +42,7 @@ class Engine(Protocol):
     clients: list[Any]  # SimClient: rank, links, byte counters
     account: AlgorithmAccount
 
-    def push(self, t: float, kind: str, client: int, message: Any, size: int) -> None: ...
+    def push(self, t: float, kind: str, client: int, message: Any, size: int, epoch: int = 0) -> None: ...
 
 
 class VirtualCoordinator:
@@ -80,7 +80,7 @@ class VirtualCoordinator:
 
     def _handle(self, event: ServerEvent, start: float) -> None:
         self.engine.now = start  # the server half's clock (ESync's State Server stamps queries with it)
-        handle = self._update if event.kind == "to_server" else self._query
+        handle = {"to_server": self._update, "query": self._query, "presence": self._presence}[event.kind]
         self.free_at = round(handle(event, start), TIME_GRID_DIGITS)
 
     def _update(self, event: ServerEvent, start: float) -> float:
@@ -101,6 +101,14 @@ class VirtualCoordinator:
         engine.account.log_updates(self.server.drain_update_log(), start)
         return self.send(start + busy, sends, encode_s)
 
+    def _presence(self, event: ServerEvent, start: float) -> float:
+        """A device went offline (`lost`) or came back (`joined`): the server half hears it in turn, as the
+        live coordinator does between messages (no charge: a few dictionary operations)."""
+        server = self.server
+        sends = server.on_client_joined(event.client) if event.message == "joined" else server.on_client_lost(event.client)
+        self.engine.account.log_updates(server.drain_update_log(), start)
+        return self.send(start, sends)
+
     def _query(self, event: ServerEvent, start: float) -> float:
         engine = self.engine
         c = engine.clients[event.client]
@@ -118,7 +126,7 @@ class VirtualCoordinator:
         size = protocol.reply(reply).wire_size()
         c.bytes_down += size
         engine.account.bytes_down += size
-        engine.push(c.down.arrival(end, size), "reply", c.rank, (reply, blocking), size)
+        engine.push(c.down.arrival(end, size), "reply", c.rank, (reply, blocking), size, c.epoch)
         return end
 
     def send(self, start: float, sends: list[Send], encode_s: list[float] | None = None) -> float:
@@ -132,5 +140,5 @@ class VirtualCoordinator:
             size = protocol.train(instr.meta, instr.tensors).wire_size()
             c.bytes_down += size
             engine.account.bytes_down += size
-            engine.push(c.down.arrival(t, size), "to_client", send.client, instr, size)
+            engine.push(c.down.arrival(t, size), "to_client", send.client, instr, size, c.epoch)
         return t

@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, ServerAlgorithm, Update
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Population, ServerAlgorithm, Update
 from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
+from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.metrics.recorder import RunRecorder
@@ -47,27 +49,36 @@ from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload, trainer_seed
 from edgesync.scenario import Scenario, ServerCostSpec
-from edgesync.trainer import Interrupt, StepAborted, StepSample, Trainer
+from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, Trainer
 from edgesync.transport import protocol
 
 
 
 class VirtualStep:
-    """The simulator's StepHook: each step lasts factor × base seconds of virtual time."""
+    """The simulator's StepHook: each step lasts factor × base seconds of virtual time, the factor its
+    profile gives at the step's start (a trace's changes with the time). A step the device's availability
+    cuts (it goes offline at `offline_at`) raises DeviceOffline: the instruction's work is lost."""
 
     def __init__(self, sampler: FactorSampler, base_step_s: float):
         self.sampler = sampler
         self.base_step_s = base_step_s
         self.elapsed = 0.0  # virtual seconds of the instruction being run
         self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
+        self.now: Callable[[], float] = lambda: self.elapsed  # the virtual time now (the client's context's)
+        self.offline_at = math.inf  # when the device goes offline next
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        factor = self.sampler.next()
+        now = self.now()
+        factor = self.sampler.next(now)
         step = factor * self.base_step_s
-        cut = interrupt(step) if interrupt is not None else None
+        left = self.offline_at - now
+        cut = interrupt(min(step, left)) if interrupt is not None else None
         if cut is not None:
             self.elapsed += cut
             raise StepAborted(cut)
+        if step > left:
+            self.elapsed += left
+            raise DeviceOffline(left)
         self.elapsed += step
         self.factors.add(factor)
         return step
@@ -86,6 +97,12 @@ class SimClient:
     times: ClientClock = field(default_factory=ClientClock)
     bytes_up: int = 0
     bytes_down: int = 0
+    schedule: Schedule = field(default_factory=lambda: Schedule(None))  # its availability
+    online: bool = True
+    epoch: int = 0                 # times it went offline: what was sent to or from an earlier one is lost
+    offline_s: float = 0.0         # time spent offline, this algorithm
+    offline_since: float | None = None
+    rejoined: int = 0
 
 
 @dataclass(order=True)
@@ -96,6 +113,7 @@ class Event:
     client: int = field(compare=False)      # -1: none (server_free)
     message: Any = field(compare=False)     # Instruction, Update, or a query's / reply's metadata
     size: int = field(compare=False, default=0)
+    epoch: int = field(compare=False, default=0)  # the client's epoch when it was sent (availability)
 
 
 class Simulator:
@@ -174,19 +192,25 @@ class Simulator:
         sc = self.scenario
         spec = algorithms.get(config.name)
         clients = [self._client(rank, spec, config) for rank in range(len(sc.clients))]
-        server = spec.server(config, self.initial, [c.rank for c in clients])
-        self.clients, self.server, self.config = clients, server, config
+        server = spec.server(config, self.initial, [c.rank for c in clients if c.online])
+        self.clients, self.server, self.config, self.spec = clients, server, config, spec
         self.now = 0.0
         server.now = lambda: self.now
+        server.population = Population(sc.seed, {c.rank: c.trainer.num_samples for c in clients})
         self.processes: dict[int, ClientProcess] = {}
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
         self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time,
                                                             self.server_costs.get(config.key), self.initial, self.samples)
-        self.handlers = {"to_client": self._deliver_to_client, "to_server": coordinator.arrive,
-                         "query": coordinator.arrive, "server_free": coordinator.wake,
-                         "reply": self._reply_at_client, "resume": self._resume}
+        self.handlers = {"to_client": self._deliver_to_client, "to_server": self._to_server,
+                         "query": self._to_server, "server_free": coordinator.wake, "presence": coordinator.arrive,
+                         "reply": self._reply_at_client, "resume": self._resume, "availability": self._availability}
+        for c in clients:
+            if not c.schedule.always:
+                if not c.online:
+                    self.account.log_presence(c.rank, False, 0.0)
+                self.push(c.schedule.next_change(0.0), "availability", c.rank, None, 0)
         return server
 
     def step(self) -> None:
@@ -217,7 +241,7 @@ class Simulator:
                 next_eval = round(next_eval + every, TIME_GRID_DIGITS)
             if t_next >= budget:
                 return budget
-            updated = self.heap[0].kind in ("to_server", "server_free")  # an update may be applied
+            updated = self.heap[0].kind in ("to_server", "server_free", "availability", "presence")  # an update may be applied
             self.step()
             if updated and self.account.should_stop(self.now, server.updates):
                 return self.now
@@ -233,24 +257,72 @@ class Simulator:
         up, down = sc.client_links(rank)
         # seeded per client and direction: jitter and losses replay exactly
         up_seed, down_seed = sc.link_seeds(rank)
-        return SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=up_seed),
-                         down=LinkChannel(down, seed=down_seed))
+        schedule = Schedule(sc.clients[rank].availability, sc.seed, rank)
+        c = SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=up_seed),
+                      down=LinkChannel(down, seed=down_seed), schedule=schedule, online=schedule.online(0.0))
+        if not c.online:
+            c.offline_since = 0.0
+        clock.now = lambda: c.half.ctx.now()  # a trace's factor and the availability go by the virtual time
+        return c
 
     # -- events ------------------------------------------------------------------------------------
-    def push(self, t: float, kind: str, client: int, message, size: int) -> None:
+    def push(self, t: float, kind: str, client: int, message, size: int, epoch: int = 0) -> None:
         # Times are sums of floats (0.1 + 0.1 + 0.1 = 0.30000000000000004); on a nanosecond grid, events
         # that coincide in exact arithmetic coincide here too, so the tie rules hold (TIME_GRID_DIGITS).
         t = round(t, TIME_GRID_DIGITS)
-        heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size))
+        heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size, epoch))
+
+    # -- availability ------------------------------------------------------------------------------
+    def _availability(self, event: Event) -> None:
+        """A device goes offline (what it computes and what is in flight to or from it is lost; the server
+        half hears on_client_lost) or comes back (a fresh client half, as a live client set up again)."""
+        c, t = self.clients[event.client], event.time
+        online = c.schedule.online(t)
+        if c.online and not online:
+            c.online, c.epoch, c.offline_since = False, c.epoch + 1, t
+            process = self.processes.pop(c.rank, None)
+            if process is not None:
+                process.kill()
+                c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            c.free_at = min(c.free_at, t)
+            c.times.update_sent(t)
+            self.account.log_presence(c.rank, False, t)
+            self.coordinator.arrive(Event(t, next(self.seq), "presence", c.rank, "lost"))
+        elif online and not c.online:
+            c.online, c.rejoined = True, c.rejoined + 1
+            c.offline_s += t - (c.offline_since if c.offline_since is not None else t)
+            c.offline_since = None
+            c.free_at = max(c.free_at, t)
+            c.half = self.spec.client(self.config, c.trainer)  # its state starts afresh, as live
+            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            self.account.log_presence(c.rank, True, t)
+            self.coordinator.arrive(Event(t, next(self.seq), "presence", c.rank, "joined"))
+        change = c.schedule.next_change(t)
+        if change < self.scenario.stop.time_budget_s:
+            self.push(change, "availability", c.rank, None, 0)
+
+    def _to_server(self, event: Event) -> None:
+        """An update or query reaches the coordinator, unless its sender went offline since it was sent."""
+        c = self.clients[event.client]
+        if c.online and event.epoch == c.epoch:
+            self.coordinator.arrive(event)
 
     def _deliver_to_client(self, event: Event) -> None:
         c = self.clients[event.client]
+        if not c.online or event.epoch != c.epoch:
+            return  # sent to a device that has gone offline since: lost with its connection
         start = max(event.time, c.free_at)
         c.times.instruction_started(start)
         c.clock.elapsed = 0.0
+        c.clock.offline_at = c.schedule.next_change(start) if not c.schedule.always else math.inf
         if not c.half.uses_queries:
             c.half.ctx.start = start
-            self._finished(c, c.half.on_instruction(event.message), start + c.clock.elapsed)
+            try:
+                update = c.half.on_instruction(event.message)
+            except DeviceOffline:
+                c.free_at = start + c.clock.elapsed  # it stopped when it went offline; nothing is sent
+                return
+            self._finished(c, update, start + c.clock.elapsed)
             return
         if c.rank in self.processes:
             raise RuntimeError(f"client {c.rank} got an instruction while still running the previous one")
@@ -264,7 +336,7 @@ class Simulator:
         c.free_at = done
         c.times.update_sent(done)
         size = protocol.update(update.meta, update.tensors).wire_size()
-        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size)
+        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size, c.epoch)
 
     # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
     def _serve(self, c: SimClient, request: tuple) -> None:
@@ -280,6 +352,10 @@ class Simulator:
             del self.processes[c.rank]
             c.half.ctx = EagerContext(lambda: c.clock.elapsed)
             self._finished(c, request[1], request[2])
+        elif kind == "error" and isinstance(request[1], DeviceOffline):
+            del self.processes[c.rank]  # it went offline mid-instruction: nothing is sent
+            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            c.free_at = c.clock.offline_at
         elif kind == "error":
             raise request[1]
 
@@ -287,12 +363,12 @@ class Simulator:
         size = protocol.query(meta).wire_size()
         c.bytes_up += size
         self.account.bytes_up += size
-        self.push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size)
+        self.push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size, c.epoch)
 
     def _reply_at_client(self, event: Event) -> None:
         process = self.processes.get(event.client)
-        if process is None:
-            return  # the instruction it answers is over
+        if process is None or event.epoch != self.clients[event.client].epoch:
+            return  # the instruction it answers is over (or the device went offline since)
         reply, blocking = event.message
         if blocking:
             self._serve(self.clients[event.client], process.advance(event.time, reply))
@@ -322,8 +398,11 @@ class Simulator:
             # before it reads END: its wall time runs to then, so compute_s + wait_s = wall_s.
             totals = client_totals(c.trainer.stats, c.times, end, "virtual", c.clock.base_step_s,
                                    c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s)
-            rows.append(self.account.client_row(c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down,
-                                                host="sim"))
+            offline_s = c.offline_s + (end - c.offline_since if c.offline_since is not None else 0.0)
+            rows.append(self.account.client_row(
+                c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim", lost=c.epoch,
+                rejoined=c.rejoined, extra={"offline_s": round(offline_s, TIME_DIGITS),
+                                            "rounds": getattr(self.server, "participation", {}).get(c.rank)}))
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 

@@ -98,7 +98,7 @@ def test_a_gamma_mean_of_one_is_allowed():
     ("x", "unknown profile 'x'"),
     ("x-2", "unknown profile 'x-2'"),
     ("x1e3", "unknown profile 'x1e3'"),
-    ({"kind": "weird"}, "unknown profile kind 'weird': expected 'constant' or 'gamma'"),
+    ({"kind": "weird"}, "unknown profile kind 'weird': expected 'constant', 'gamma' or 'trace'"),
     ({"kind": "gamma", "v_mach": 0}, "v_mach"),
     ({"kind": "gamma", "machines": "mixed"}, "machines"),
     ({"factor": 2, "speed": 1}, "speed"),

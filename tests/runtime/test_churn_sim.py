@@ -1,0 +1,127 @@
+"""Partial participation, availability and traces in the simulator, checked from the run folder's logs."""
+from __future__ import annotations
+
+import pytest
+
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime.runs import run_scenario
+from edgesync.scenario import scenario_from_dict
+
+BASE_STEP = 0.01
+
+
+@pytest.fixture(autouse=True, scope="module")
+def cache_in_tmp(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGESYNC_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+@pytest.fixture(scope="module")
+def churn_run(tmp_path_factory):
+    """One churn run shared by the checks that only read it."""
+    return run(tmp_path_factory.mktemp("churn"))
+
+
+def churn(**overrides) -> dict:
+    data = {
+        "name": "churn", "seed": 3, "runtime": "sim",
+        "dataset": {"name": "fashion_mnist", "train_size": 1200},
+        "clients": {"count": 12, "availability": {"kind": "exponential", "mean_on_s": 0.6, "mean_off_s": 0.3}},
+        "algorithms": [{"name": "local_sgd", "clients_per_round": 4, "local_steps": 3, "lr": 0.05},
+                       {"name": "asgd", "lr": 0.05}],
+        "stop": {"time_budget_s": 2.0, "target_acc": None},
+        "eval": {"every_s": 0.5, "test_size": 200},
+        "sim": {"base_step_s": BASE_STEP, "server_time": "zero"},
+    }
+    data.update(overrides)
+    return data
+
+
+def run(tmp_path, name="run", **overrides):
+    out = tmp_path / name
+    run_scenario(scenario_from_dict(churn(**overrides)), out, progress=False)
+    return out
+
+
+def online_intervals(rows: list[dict], label: str, clients: int, end: float) -> dict[int, list[tuple[float, float]]]:
+    """Each client's online intervals, from the presence rows the run logged."""
+    since = {c: 0.0 for c in range(clients)}
+    out: dict[int, list] = {c: [] for c in range(clients)}
+    for r in rows:
+        if r["algorithm"] != label or "presence" not in r:
+            continue
+        c, t = r["client"], r["time_s"]
+        if r["presence"] == "offline" and since[c] is not None:
+            out[c].append((since[c], t))
+            since[c] = None
+        elif r["presence"] == "online":
+            since[c] = t
+    for c, s in since.items():
+        if s is not None:
+            out[c].append((s, end))
+    return out
+
+
+def online_throughout(intervals, start: float, end: float) -> bool:
+    return any(s <= start + 1e-9 and end <= e + 1e-9 for s, e in intervals)  # times are µs-rounded sums
+
+
+def test_rounds_draw_among_online_clients_and_only_online_clients_contribute(churn_run):
+    out = churn_run
+    rows = read_jsonl(out / "updates.jsonl")
+    online = online_intervals(rows, "local_sgd", 12, 2.0)
+    assert any(len(iv) > 1 or iv[0] != (0.0, 2.0) for iv in online.values()), "no client ever went offline"
+    draws = [r for r in rows if r["algorithm"] == "local_sgd" and "participants" in r]
+    closes = {r["round"]: r for r in rows if r["algorithm"] == "local_sgd" and "contributors" in r}
+    assert len(draws) > 20
+    for draw in draws:
+        t = draw["time_s"]
+        up = [c for c, iv in online.items() if online_throughout(iv, t, t)]
+        assert set(draw["participants"]) <= set(up), draw
+        assert len(draw["participants"]) == min(4, len(up)) == min(4, draw["online"]), draw
+    starts = {}
+    for draw in draws:  # a redrawn round starts at its last draw
+        starts[draw["round"]] = draw["time_s"]
+    for rnd, close in closes.items():
+        for c in close["contributors"]:  # nobody's work from a stretch with an offline moment was applied
+            assert online_throughout(online[c], starts[rnd], close["time_s"]), (rnd, c)
+    clients = [r for r in read_jsonl(out / "clients.jsonl") if r["algorithm"] == "local_sgd"]
+    assert sum(r.get("rounds", 0) for r in clients) == sum(len(c["contributors"]) for c in closes.values())
+    assert all(r["offline_s"] >= 0 for r in clients) and any(r["offline_s"] > 0 for r in clients)
+
+
+def test_an_asynchronous_update_is_applied_only_from_an_online_stretch(churn_run):
+    out = churn_run
+    rows = read_jsonl(out / "updates.jsonl")
+    online = online_intervals(rows, "asgd", 12, 2.0)
+    applied = [r for r in rows if r["algorithm"] == "asgd" and "lag" in r]
+    assert len(applied) > 100
+    for r in applied:  # computed (one step) and delivered while online
+        assert online_throughout(online[r["client"]], r["time_s"] - BASE_STEP, r["time_s"]), r
+
+
+def test_a_churn_run_replays_exactly(tmp_path, churn_run):
+    b = run(tmp_path, "b")
+    a = churn_run
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_clock"} for r in rows]
+    assert strip(read_jsonl(a / "metrics.jsonl")) == strip(read_jsonl(b / "metrics.jsonl"))
+    assert read_jsonl(a / "updates.jsonl") == read_jsonl(b / "updates.jsonl")
+
+
+def test_a_device_trace_slows_its_steps_from_its_time_on(tmp_path):
+    out = run(tmp_path, clients=[{"profile": {"kind": "trace", "steps": [[0, 1], [1.0, 10]]}}, "x1"],
+              algorithms=[{"name": "asgd", "lr": 0.05}])
+    rows = [r for r in read_jsonl(out / "updates.jsonl") if "lag" in r and r["client"] == 0]
+    before = sum(0.2 <= r["time_s"] < 1.0 for r in rows)
+    after = sum(1.2 <= r["time_s"] < 2.0 for r in rows)
+    assert before == pytest.approx(80, abs=2) and after == pytest.approx(8, abs=1)
+
+
+def test_a_link_trace_slows_messages_from_its_time_on(tmp_path):
+    # 0.1 Mbit/s from 1 s: a CNN model (≈0.7 MB) then takes ≈ 55 s each way, so no update lands after ≈ 1 s
+    out = run(tmp_path, clients=[{"link": {"trace": [[1.0, 0.1, 0]]}}, "x1"], algorithms=[{"name": "asgd"}])
+    rows = [r for r in read_jsonl(out / "updates.jsonl") if "lag" in r]
+    slow = [r["time_s"] for r in rows if r["client"] == 0]
+    fast = [r["time_s"] for r in rows if r["client"] == 1]
+    assert max(slow) < 1.0 + 2 * BASE_STEP and max(fast) > 1.9
