@@ -3,6 +3,7 @@
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
     edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
     edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
+    edgesync run scenarios/quickstart.yaml --set clients=100 --processes 4   # 100 clients as slots of 4 processes
     edgesync run scenarios/quickstart.yaml --tensorboard   # also TensorBoard event files in RUN_DIR/tensorboard
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
@@ -120,6 +121,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                                             "(the scenario's `seeds`); summary.json adds mean and 95% interval"),
         curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
                                                           "keys for the coordinator and its client processes"),
+        processes: Optional[int] = typer.Option(None, "--processes", metavar="N", help="live: host the clients in "
+                                                "N processes, as slots (sets live.processes; default: one per "
+                                                "client, or one per core when there are many)"),
         tensorboard: bool = typer.Option(False, "--tensorboard", help="also write TensorBoard event files into "
                                          "RUN_DIR/tensorboard as the run goes (sets output.tensorboard; allowed "
                                          "with --resume)"),
@@ -131,6 +135,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         overrides.append(f"runtime={runtime}")
     if seeds is not None:
         overrides.append(f"seeds={_parse_seeds(seeds)}")
+    if processes is not None:
+        overrides.append(f"live.processes={processes}")
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)

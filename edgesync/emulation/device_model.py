@@ -23,16 +23,19 @@ their own, and the rule above is unchanged for them. With turns, the units that 
 cores are the turns, not the clients, and the terms become
 
     average = max( Σ_i u_i / f_i / cores,   max_turn Σ_(i in turn) u_i / f_i )
-    at_once = max_turn max_(i in turn) ( Σ_(j in turn, f_j ≤ f_i) u_j / f_i ) × max(1, turns / cores)
+    at_once = max_turn max_(i in turn) ( Σ_(j in turn, f_j ≤ f_i) u_j + max_(k in turn, f_k > f_i) u_k ) / f_i
+              × max(1, turns / cores)
 
 A turn keeps at most one core busy (the second average term). When all of a turn's slots ask at once, the
-turn goes earliest deadline first, so slot i waits for the slots whose factor is at most its own, then
-computes; its step (wait included: a slot's step starts when it asks for the turn) must fit in f_i × base,
+turn goes earliest deadline first, so slot i waits for the slots whose factor is at most its own, and,
+the turn not being preempted, for at most one slower slot that took it just before; then it computes.
+Its step (wait included: a slot's step starts when it asks for the turn) must fit in f_i × base,
 stretched by the host's other turns competing for the cores. With one client per turn this is the rule
 above. Five ×1 slots in each of two processes on 2 cores: average 5 u, at once 5 u → base 5 u / headroom,
 and each slot's wait for its four neighbours stays inside its ×1 step. A ×1 slot among 49 ×10 slots of
-one process: at once 5 u (a ×10 slot waits for all 50 steps, within its 10 bases; the ×1 slot for its
-own alone), where first come first served would need 50 u; the average, 5.9 u, sets the base. The
+one process: at once 5 u (a ×10 slot waits for all 50 steps, within its 10 bases; the ×1 slot for one
+×10 step at most, then its own: 2 u), where first come first served would need 50 u; the average, 5.9 u,
+sets the base. A ×1 and a ×4 slot alone in a process: 2 u, the ×1 slot's step and the ×4 slot's. The
 isolation plan treats a turn as one process: pinned when the host has a core per turn, else capped at
 twice its slots' summed need, every slot of it carrying the same plan.
 
@@ -106,8 +109,12 @@ def turns(clients: list[PoolClient]) -> list[list[PoolClient]]:
 
 def turn_at_once_s(members: list[PoolClient]) -> float:
     """The base one turn's slots need when they all ask at once: earliest deadline first, slot i waits for
-    the slots whose factor is at most its own, and its wait and step must fit in f_i × base."""
-    return max(sum(c.undisturbed_s for c in members if c.factor <= m.factor) / m.factor for m in members)
+    the slots whose factor is at most its own and for one slower slot's step already under way (the turn is
+    not preempted); its wait and step must fit in f_i × base."""
+    def need(m: PoolClient) -> float:
+        blocking = max((c.undisturbed_s for c in members if c.factor > m.factor), default=0.0)
+        return (sum(c.undisturbed_s for c in members if c.factor <= m.factor) + blocking) / m.factor
+    return max(need(m) for m in members)
 
 
 def pool_base_s(clients: list[PoolClient], headroom: float) -> float:

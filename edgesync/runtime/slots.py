@@ -159,7 +159,11 @@ class SlotClient(EdgeClient):
     def _isolate(self, core: int | None, cpu_share: float | None, prefer: str) -> None:
         applied = self.host.isolate(core, cpu_share, prefer)
         # a record for this slot's rows; releasing it does nothing (the host releases the process's)
-        self._isolation = isolation.Isolation("process", f"{applied.detail} [{self.host.describe_process()}]")
+        detail = applied.detail
+        if self.host.owns_process:  # what the process got, each slot's share of it
+            detail += (f" [the whole process {os.getpid()}, whose {self.host.count} slots take turns on its one "
+                       "torch thread]")
+        self._isolation = isolation.Isolation("process", detail)
 
 
 @dataclass
@@ -248,10 +252,6 @@ class SlotHost:
         y = torch.as_tensor(data.train_y[indices], dtype=torch.int64).to(device)
         return SlotTrainer(model=self.models[key], x=x, y=y, batch_size=batch_size, seed=seed, device=device,
                            hook=hook, turn=self.turn)
-
-    def describe_process(self) -> str:
-        return (f"the whole process {os.getpid()}, whose {self.count} slots take turns on one torch thread"
-                if self.owns_process else f"{self.count} slots taking turns in threads of a larger process")
 
     def isolate(self, core: int | None, cpu_share: float | None, prefer: str) -> isolation.Isolation:
         """Pin or cap this process as the coordinator planned for its slots (the same for all of them);

@@ -91,10 +91,14 @@ def test_slots_of_one_process_compute_one_at_a_time():
 
 def test_the_earliest_deadline_first_turn_lets_a_fast_slot_go_before_slow_ones():
     # a ×1 slot among 49 ×10 slots: at once, a ×10 slot waits for all 50 steps within its 10 bases (5 u),
-    # the ×1 slot only for its own (u); the average u + 49 × u/10 = 5.9 u sets the base (FIFO would need 50 u)
+    # the ×1 slot for one ×10 step under way and its own (2 u); the average u + 49 × u/10 = 5.9 u sets the
+    # base (first come first served would need 50 u)
     assert pool_base_s(slots([1] + [10] * 49, "p0", cores=1), headroom=1.0) == pytest.approx(5.9 * 8 * MS)
-    # ×1 and ×4 sharing a turn: at once max(u / 1, 2 u / 4) = u, average u + u/4 = 1.25 u
-    assert pool_base_s(slots([1, 4], "p0"), headroom=1.0) == pytest.approx(1.25 * 8 * MS)
+    # ×1 and ×4 sharing a turn: the ×1 slot may find the ×4 slot computing: at once max(2 u / 1, 2 u / 4) = 2 u,
+    # above the average u + u/4 = 1.25 u
+    assert pool_base_s(slots([1, 4], "p0"), headroom=1.0) == pytest.approx(2 * 8 * MS)
+    # equal factors: no slower slot to wait for; three ×2 slots need 3 u / 2 = 1.5 u (so does their average)
+    assert pool_base_s(slots([2, 2, 2], "p0"), headroom=1.0) == pytest.approx(1.5 * 8 * MS)
 
 
 def test_a_process_of_slots_is_pinned_or_capped_as_a_whole():
