@@ -56,6 +56,7 @@ from edgesync.emulation import isolation
 from edgesync.emulation.compute_turn import ComputeTurn
 from edgesync.emulation.throttle import IDLE_EVERY_S
 from edgesync.models import build_model
+from edgesync.runtime.allocator import glibc
 from edgesync.runtime.client import EdgeClient
 from edgesync.runtime.live_context import ClientFailed
 from edgesync.trainer import Interrupt, StepHook, Trainer
@@ -63,6 +64,13 @@ from edgesync.transport.protocol import Message
 from edgesync.transport.security import ClientKeys
 
 log = logging.getLogger("edgesync.slots")
+
+# glibc gives every thread that allocates an arena of its own (up to 8 per core) and keeps what a thread
+# frees in its arena: K slot threads each held on to their last step's activations and messages. Slots
+# compute one at a time, so they lose nothing by sharing two (docs/benchmarks.md, "Many devices per
+# process", measured the peak with and without). MALLOC_ARENA_MAX in the environment wins.
+SLOT_MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt(3)'s parameter number, from glibc's malloc.h
 
 
 @dataclass
@@ -202,6 +210,8 @@ class SlotHost:
     def run(self) -> list[SlotFailure]:
         torch.set_num_threads(1)
         self.owns_process = threading.current_thread() is threading.main_thread()
+        if self.owns_process and "MALLOC_ARENA_MAX" not in os.environ and (libc := glibc()) is not None:
+            libc.mallopt(_M_ARENA_MAX, SLOT_MALLOC_ARENAS)  # before the slot threads allocate
         threads = [threading.Thread(target=self._serve, args=(c,), daemon=True,
                                     name=f"client-{c.wish_rank}" if c.wish_rank is not None else f"slot-{c.index}")
                    for c in self.clients]

@@ -153,3 +153,51 @@ def test_six_clients_in_two_slot_processes_run_to_the_end_and_a_failing_slot_sto
         # three clients per process: the clients of each share their process's measured step
         assert len({r["reference_step_s"] for r in mine[:3]}) == 1 and len({r["reference_step_s"] for r in mine[3:]}) == 1
     assert "6 clients in 2 processes" in caplog.text  # the device model counts two compute turns
+
+
+def test_edgesync_run_spreads_many_clients_over_processes_of_slots():
+    from edgesync.runtime.launcher import LOCAL_PROCESSES_PER_CORE, describe_layout, process_layout
+    few = process_layout(4, None, cores=2)  # the quick start: one process per client, as always
+    assert [list(g) for g in few] == [[0], [1], [2], [3]]
+    many = process_layout(LOCAL_PROCESSES_PER_CORE * 2 + 1, None, cores=2)  # one per core past the limit
+    assert len(many) == 2 and describe_layout(many) == "9 clients in 2 processes of 5 or 4 slots"
+    assert describe_layout(process_layout(200, 4, cores=2)) == "200 clients in 4 processes of 50 slots"
+    assert [list(g) for g in process_layout(3, 5, cores=2)] == [[0], [1], [2]]  # never more than a client each
+
+
+@pytest.mark.slow
+def test_a_killed_process_of_slots_loses_its_clients_and_the_others_go_on(tmp_path):
+    """`edgesync run` with live.processes 2: five clients in two `--slots` processes; the second process is
+    killed mid-run: its two clients are lost, the three of the first train on to the end."""
+    import psutil
+
+    from edgesync.runtime.runs import run_scenario
+    from edgesync.scenario import scenario_from_dict
+    sc = scenario_from_dict(small_scenario(clients=5, algorithms=[{"name": "asgd", "lr": 0.05}], live={"processes": 2},
+                                           stop={"time_budget_s": 8, "target_acc": 0.3}))
+    errors: list[BaseException] = []
+    running = threading.Thread(target=lambda: _catch(errors, lambda: run_scenario(sc, tmp_path / "run",
+                                                                                   progress=False)), daemon=True)
+    running.start()
+    deadline = time.monotonic() + 120
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    while not (metrics.exists() and metrics.read_text().strip()):  # training has started
+        assert time.monotonic() < deadline and running.is_alive(), errors
+        time.sleep(0.2)
+    second = [p for p in psutil.Process().children() if " --rank 3 --slots 2" in " ".join(p.cmdline())]
+    assert len(second) == 1
+    second[0].kill()
+    running.join(120)
+    assert not running.is_alive() and errors == []
+    got = rows(tmp_path / "run")
+    assert [r["client"] for r in got] == [0, 1, 2, 3, 4]
+    assert all(r["steps"] > 0 and r.get("error") is None for r in got[:3]), got
+    assert all("lost: its process exited" in r["error"] for r in got[3:]), got
+    assert (tmp_path / "run" / "logs" / "clients-0-2.log").exists()
+
+
+def _catch(errors: list, fn) -> None:
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - reported to the test
+        errors.append(exc)
