@@ -3,7 +3,7 @@
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
     edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
     edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
-    edgesync run scenarios/quickstart.yaml --set clients=100 --processes 4   # 100 clients as slots of 4 processes
+    edgesync run scenarios/live_100_clients.yaml --processes 4   # 100 clients as slots of 4 processes
     edgesync run scenarios/quickstart.yaml --tensorboard   # also TensorBoard event files in RUN_DIR/tensorboard
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
@@ -255,8 +255,13 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
         if tunes(sc):
             out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
         if sc.runtime == "live":
+            from edgesync.runtime.launcher import describe_layout, process_layout
+            layout = process_layout(len(sc.clients), sc.live.processes, usable_cores())
+            if len(layout) < len(sc.clients) and sc.links.backend != "netns":
+                out.print(f"{path}: note: `edgesync run` here hosts {describe_layout(layout)} (live.processes; "
+                          "docs/lab.md, many devices per machine)", highlight=False)
             for note in local_notes(len(sc.clients), usable_cores(), sc.emulation.resolved_mode,
-                                    sc.emulation.isolation):
+                                    sc.emulation.isolation, processes=len(layout)):
                 out.print(f"{path}: note: {note}", highlight=False)
     if bad:
         raise typer.Exit(2)

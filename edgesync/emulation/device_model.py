@@ -168,14 +168,16 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
     return plan
 
 
-def local_notes(clients: int, cores: int, mode: str, isolation: str) -> list[str]:
-    """What `edgesync validate` says of running `clients` client processes on this machine's `cores`."""
+def local_notes(clients: int, cores: int, mode: str, isolation: str, processes: int | None = None) -> list[str]:
+    """What `edgesync validate` says of running `clients` clients in `processes` client processes (default:
+    one each; fewer host them as slots) on this machine's `cores`."""
+    processes = clients if processes is None else processes
     notes = []
     if mode == "undisturbed" and clients > cores:
         notes.append(f"emulation.mode undisturbed with {clients} clients on this machine's {cores} cores: "
                      "`edgesync run` here makes them share cores, so a ×k client will not be ×k relative to the "
                      "others (the run's fidelity warning will say by how much); the default mode shared keeps it")
-    if isolation == "affinity" and clients > cores:
-        notes.append(f"emulation.isolation affinity: {clients} clients but this machine has {cores} cores, so "
-                     f"`edgesync run` here pins only {cores} of them; auto or cgroup caps the rest")
+    if isolation == "affinity" and processes > cores:
+        notes.append(f"emulation.isolation affinity: {processes} client processes but this machine has {cores} cores, "
+                     f"so `edgesync run` here pins only {cores} of them; auto or cgroup caps the rest")
     return notes
