@@ -66,8 +66,10 @@ def test_validate_explains_settings_this_machine_cannot_honour():
     assert local_notes(4, 2, "shared", "auto") == []
     undisturbed, affinity = local_notes(4, 2, "undisturbed", "affinity")
     assert "undisturbed with 4 clients on this machine's 2 cores" in undisturbed
-    assert "4 clients but this machine has 2 cores" in affinity
+    assert "4 client processes but this machine has 2 cores" in affinity
     assert local_notes(2, 4, "undisturbed", "affinity") == []
+    # 200 clients as slots of 2 processes on 2 cores: each process has a core to be pinned to
+    assert local_notes(200, 2, "shared", "affinity", processes=2) == []
 
 
 def slots(factors, turn, first=0, u=8 * MS, cores=2):
