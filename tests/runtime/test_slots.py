@@ -111,7 +111,8 @@ def test_a_x4_slot_keeps_its_factor_beside_a_x1_slot_of_its_process(tmp_path):
     assert fast["base_step_s"] == slow["base_step_s"] and fast["reference_step_s"] == slow["reference_step_s"]
     # one turn: the ×1 slot may find the ×4 slot computing, so the base leaves room for both steps
     assert fast["base_step_s"] >= 2 * fast["reference_step_s"]
-    assert slow["target_factor"] == 4.0 and slow["achieved_factor"] == pytest.approx(4.0, rel=0.1)
+    # within the scenario's emulation.tolerance (5%): two runs here gave ×3.996 and ×3.997
+    assert slow["target_factor"] == 4.0 and abs(slow["fidelity_error"]) <= 0.05
     assert fast["steps"] >= 3 * slow["steps"]
     assert fast["isolation"] == "none: these slots run in threads of a larger process"
 
