@@ -153,6 +153,11 @@ def test_six_clients_in_two_slot_processes_run_to_the_end_and_a_failing_slot_sto
         assert all(r["steps"] > 0 and r.get("error") is None for r in mine), mine
         # three clients per process: the clients of each share their process's measured step
         assert len({r["reference_step_s"] for r in mine[:3]}) == 1 and len({r["reference_step_s"] for r in mine[3:]}) == 1
+        # two processes on 2 cores: each pinned, as a whole, to a core of its own (no root needed)
+        for rank, row in enumerate(mine):
+            process, slots = (0, 3) if rank < 3 else (1, 4)
+            assert row["isolation"].startswith("pinned to core") and f"(index {process} of" in row["isolation"]
+            assert f"whose {slots} slots take turns on its one torch thread" in row["isolation"]
     assert "6 clients in 2 processes" in caplog.text  # the device model counts two compute turns
 
 
