@@ -3,10 +3,12 @@
     edgesync run scenarios/quickstart.yaml            # coordinator + local clients, then a report
     edgesync run --resume runs/quickstart-…           # go on from a killed run's last checkpoint
     edgesync run scenarios/quickstart.yaml --curve    # the same over CURVE, with throw-away keys
+    edgesync run scenarios/live_100_clients.yaml --processes 4   # 100 clients as slots of 4 processes
     edgesync run scenarios/quickstart.yaml --tensorboard   # also TensorBoard event files in RUN_DIR/tensorboard
     edgesync validate scenarios/quickstart.yaml       # check a scenario, print every problem
     edgesync coordinator --scenario FILE --bind tcp://0.0.0.0:5555   # on the lab's server
     edgesync client --connect tcp://HOST:5555 --profile x10          # on each lab machine
+    edgesync client --connect tcp://HOST:5555 --rank 0 --slots 50    # clients 0-49 in one process
     edgesync keys keys/ --name coordinator --name client-0           # CURVE key pairs (docs/lab.md)
     edgesync coordinator --scenario FILE --curve-secret keys/coordinator.key_secret --allow keys/allow
     edgesync client --connect tcp://HOST:5555 --curve-secret keys/client-0.key_secret \
@@ -119,6 +121,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
                                             "(the scenario's `seeds`); summary.json adds mean and 95% interval"),
         curve: bool = typer.Option(False, "--curve", help="live: CURVE-encrypt the local links, with throw-away "
                                                           "keys for the coordinator and its client processes"),
+        processes: Optional[int] = typer.Option(None, "--processes", metavar="N", help="live: host the clients in "
+                                                "N processes, as slots (sets live.processes; default: one per "
+                                                "client, or one per core when there are many)"),
         tensorboard: bool = typer.Option(False, "--tensorboard", help="also write TensorBoard event files into "
                                          "RUN_DIR/tensorboard as the run goes (sets output.tensorboard; allowed "
                                          "with --resume)"),
@@ -130,6 +135,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         overrides.append(f"runtime={runtime}")
     if seeds is not None:
         overrides.append(f"seeds={_parse_seeds(seeds)}")
+    if processes is not None:
+        overrides.append(f"live.processes={processes}")
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -248,8 +255,13 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
         if tunes(sc):
             out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
         if sc.runtime == "live":
+            from edgesync.runtime.launcher import describe_layout, process_layout
+            layout = process_layout(len(sc.clients), sc.live.processes, usable_cores())
+            if len(layout) < len(sc.clients) and sc.links.backend != "netns":
+                out.print(f"{path}: note: `edgesync run` here hosts {describe_layout(layout)} (live.processes; "
+                          "docs/lab.md, many devices per machine)", highlight=False)
             for note in local_notes(len(sc.clients), usable_cores(), sc.emulation.resolved_mode,
-                                    sc.emulation.isolation):
+                                    sc.emulation.isolation, processes=len(layout)):
                 out.print(f"{path}: note: {note}", highlight=False)
     if bad:
         raise typer.Exit(2)
@@ -337,7 +349,10 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
 def client(connect: str = typer.Option(..., "--connect", help="the coordinator: tcp://HOST:PORT or HOST:PORT"),
            connect_timeout: float = typer.Option(CONNECT_TIMEOUT_S, "--connect-timeout", metavar="SECONDS",
                                                  help="give up if the coordinator has not answered in this long"),
-           rank: Optional[int] = typer.Option(None, help="ask for this rank (default: the next free one)"),
+           rank: Optional[int] = typer.Option(None, help="ask for this rank (default: the next free one); with "
+                                              "--slots K, ranks RANK … RANK+K-1"),
+           slots: int = typer.Option(1, "--slots", metavar="K", help="host K clients in this process, taking "
+                                     "turns on its one torch thread (docs/lab.md, many devices per machine)"),
            profile: Optional[str] = typer.Option(None, help="device profile, overriding the scenario's (e.g. x10)"),
            device: Optional[str] = typer.Option(None, help="torch device: cpu, cuda:N or auto"),
            data_root: Optional[str] = typer.Option(None, "--data-root", help="dataset folder on this machine"),
@@ -356,6 +371,9 @@ def client(connect: str = typer.Option(..., "--connect", help="the coordinator: 
     if rank is not None and rank < 0:
         err.print(f"[red]--rank {rank}: must be 0 or more[/red]", highlight=False)
         raise typer.Exit(2)
+    if slots < 1:
+        err.print(f"[red]--slots {slots}: must be 1 or more[/red]", highlight=False)
+        raise typer.Exit(2)
     if profile is not None:
         from edgesync.emulation.profiles import parse_profile
         try:
@@ -363,8 +381,12 @@ def client(connect: str = typer.Option(..., "--connect", help="the coordinator: 
         except ValueError as exc:
             err.print(f"[red]--profile {profile}: {getattr(exc, 'problem', exc)}[/red]", highlight=False)
             raise typer.Exit(2) from None
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s"
+                        f"{' [%(threadName)s]' if slots > 1 else ''}: %(message)s")
     keys = _client_keys(curve_secret, server_key)
+    if slots > 1:
+        _client_slots(connect, slots, rank, profile, device, data_root, keys, connect_timeout)
+        return
     from edgesync.runtime.client import ClientFailed, EdgeClient
     try:
         edge = EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root, keys=keys,
@@ -380,6 +402,29 @@ def client(connect: str = typer.Option(..., "--connect", help="the coordinator: 
     except KeyboardInterrupt:
         err.print("client stopped (Ctrl-C)", highlight=False)
         raise typer.Exit(130) from None
+
+
+def _client_slots(connect: str, slots: int, rank: int | None, profile: str | None, device: str | None,
+                  data_root: str | None, keys, connect_timeout: float) -> None:
+    """`edgesync client --slots K`: K clients in this process (runtime/slots.py); exit 1 if any failed."""
+    from edgesync.runtime.slots import SlotHost
+    try:
+        host = SlotHost(connect, slots, first_rank=rank, profile=profile, device=device, data_root=data_root,
+                        keys=keys, connect_timeout_s=connect_timeout)
+    except ValueError as exc:  # a malformed --device
+        err.print(f"[red]--device {device}: {exc}[/red]", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        failures = host.run()
+    except KeyboardInterrupt:
+        err.print("client stopped (Ctrl-C)", highlight=False)
+        raise typer.Exit(130) from None
+    for f in failures:
+        err.print(f"[red]slot {f.index} (client {'?' if f.rank is None else f.rank}): {f.reason}[/red]",
+                  highlight=False)
+    if failures:
+        err.print(f"[red]{len(failures)} of {slots} slots failed[/red]", highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("keys")

@@ -259,6 +259,15 @@ class SimSpec(Strict):
         "costs per algorithm entry (label), reused on replay")
 
 
+class LiveSpec(Strict):
+    """How `edgesync run` hosts a live scenario's clients on this machine (runtime/launcher.py)."""
+
+    processes: int | None = Field(None, ge=1, description="client processes to start, the clients spread over "
+                                  "them as slots taking turns on each process's one torch thread (`edgesync client "
+                                  "--slots`); null = one process per client while there are at most "
+                                  "LOCAL_PROCESSES_PER_CORE per core, else one per core")
+
+
 class EmulationSpec(Strict):
     """How emulated devices keep their speed when clients share a machine (emulation/device_model.py)."""
 
@@ -352,6 +361,7 @@ class Scenario(Strict):
     faults: FaultsSpec = FaultsSpec()
     emulation: EmulationSpec = EmulationSpec()
     sim: SimSpec = SimSpec()
+    live: LiveSpec = LiveSpec()
     output: OutputSpec = OutputSpec()
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
                                         "combination is a labelled sub-run (e.g. ssgd@clients=16)")
@@ -503,6 +513,18 @@ class Scenario(Strict):
         if fixed is not None and sim is not None and abs(fixed / 1e3 - sim) > 1e-9:
             raise ValueError(f"two device speeds: emulation.base_step_ms is {fixed:g} ms but sim.base_step_s is "
                              f"{sim:g} s; keep one (emulation.base_step_ms serves both runtimes)")
+        return self
+
+    @model_validator(mode="after")
+    def _live_processes(self) -> "Scenario":
+        processes = self.live.processes
+        if processes is not None and processes > len(self.clients):
+            raise ValueError(f"live.processes is {processes}, but the scenario has {len(self.clients)} clients: "
+                             "at most one process per client")
+        if processes is not None and processes < len(self.clients) and self.links.backend == "netns":
+            raise ValueError(f"live.processes {processes} hosts several clients per process, but links.backend "
+                             "netns gives every client a network namespace of its own: drop live.processes, or "
+                             "use links.backend transport")
         return self
 
     @property

@@ -299,6 +299,7 @@ def test_a_client_with_nothing_to_connect_to_says_it_waits_then_gives_up(tmp_pat
      "gamma-hetero, or a mapping with kind"),
     (["client", "--connect", "127.0.0.1:5555", "--device", "gpu"],
      "--device gpu: device must be cpu, cuda:N or auto, got 'gpu'"),
+    (["client", "--connect", "127.0.0.1:5555", "--slots", "0"], "--slots 0: must be 1 or more"),
     (["coordinator", "--scenario", "scenarios/quickstart.yaml", "--bind", "tcp://0.0.0.0:port"],
      "--bind 'tcp://0.0.0.0:port': port 'port' is not a number from 0 to 65535 "
      "(expected tcp://0.0.0.0:5555 or 0.0.0.0:5555)"),

@@ -16,6 +16,29 @@ round starts them together — each gets `cores / n` of a core, so the fastest o
 of 1.9 u, the average term alone, left SSGD's ×1 steps 5–12% over their target; 2.5 u, headroom 0.8, up
 to 6% over in one of four SSGD runs, the coordinator's evaluations taking their share of the cores.)
 
+**Slots** (`edgesync client --slots K`, runtime/slots.py): the K clients of one process share its one
+torch thread through a compute turn (emulation/compute_turn.py) and compute one at a time, so a turn is a
+pool of one core nested in its host's. HELLO names a slot's turn; clients that name none have a turn of
+their own, and the rule above is unchanged for them. With turns, the units that compete for the host's
+cores are the turns, not the clients, and the terms become
+
+    average = max( Σ_i u_i / f_i / cores,   max_turn Σ_(i in turn) u_i / f_i )
+    at_once = max_turn max_(i in turn) ( Σ_(j in turn, f_j ≤ f_i) u_j + max_(k in turn, f_k > f_i) u_k ) / f_i
+              × max(1, turns / cores)
+
+A turn keeps at most one core busy (the second average term). When all of a turn's slots ask at once, the
+turn goes earliest deadline first, so slot i waits for the slots whose factor is at most its own, and,
+the turn not being preempted, for at most one slower slot that took it just before; then it computes.
+Its step (wait included: a slot's step starts when it asks for the turn) must fit in f_i × base,
+stretched by the host's other turns competing for the cores. With one client per turn this is the rule
+above. Five ×1 slots in each of two processes on 2 cores: average 5 u, at once 5 u → base 5 u / headroom,
+and each slot's wait for its four neighbours stays inside its ×1 step. A ×1 slot among 49 ×10 slots of
+one process: at once 5 u (a ×10 slot waits for all 50 steps, within its 10 bases; the ×1 slot for one
+×10 step at most, then its own: 2 u), where first come first served would need 50 u; the average, 5.9 u,
+sets the base. A ×1 and a ×4 slot alone in a process: 2 u, the ×1 slot's step and the ×4 slot's. The
+isolation plan treats a turn as one process: pinned when the host has a core per turn, else capped at
+twice its slots' summed need, every slot of it carrying the same plan.
+
 The run's base is the slowest pool's, so a ×k client is ×k relative to every ×1 client wherever it runs.
 `fixed` mode takes the base from the scenario (an absolute device speed); `undisturbed` keeps each client
 at its own undisturbed step (right when every client has a core of its own).
@@ -39,6 +62,7 @@ class PoolClient:
     cores: float         # CPUs this client's process may run on (a GPU counts as 1)
     undisturbed_s: float  # its measured step time alone on the host
     factor: float        # its profile's mean slowdown (≥ 1)
+    turn: str | None = None  # the compute turn it shares with the other slots of its process; None: its own
 
     @property
     def pool(self) -> str:
@@ -60,6 +84,7 @@ class DevicePlan:
     core: dict[int, int] = field(default_factory=dict)           # rank → index into its allowed CPUs
     cpu_share: dict[int, float] = field(default_factory=dict)    # rank → CPUs its quota allows
     clients_per_pool: dict[str, list[int]] = field(default_factory=dict)
+    turns_per_pool: dict[str, int] = field(default_factory=dict)  # processes whose slots share a turn count once
 
     def describe(self) -> str:
         if self.mode == "undisturbed":
@@ -67,16 +92,38 @@ class DevicePlan:
         if self.mode == "fixed":
             return f"fixed base step {self.base_s * 1e3:.2f} ms"
         slowest = max(self.pools, key=self.pools.get) if self.pools else "?"
-        parts = [f"{pool}: {len(ranks)} clients" for pool, ranks in sorted(self.clients_per_pool.items())]
+        parts = [f"{pool}: {len(ranks)} clients" + (f" in {self.turns_per_pool[pool]} processes"
+                                                     if self.turns_per_pool.get(pool, len(ranks)) < len(ranks) else "")
+                 for pool, ranks in sorted(self.clients_per_pool.items())]
         return (f"shared base step {self.base_s * 1e3:.2f} ms (set by {slowest}; {', '.join(parts)})")
+
+
+def turns(clients: list[PoolClient]) -> list[list[PoolClient]]:
+    """The clients grouped by the compute turn they share (a client without one is a turn of its own),
+    in the order of their lowest rank."""
+    groups: dict[object, list[PoolClient]] = {}
+    for c in sorted(clients, key=lambda c: c.rank):
+        groups.setdefault(c.turn if c.turn is not None else ("rank", c.rank), []).append(c)
+    return list(groups.values())
+
+
+def turn_at_once_s(members: list[PoolClient]) -> float:
+    """The base one turn's slots need when they all ask at once: earliest deadline first, slot i waits for
+    the slots whose factor is at most its own and for one slower slot's step already under way (the turn is
+    not preempted); its wait and step must fit in f_i × base."""
+    def need(m: PoolClient) -> float:
+        blocking = max((c.undisturbed_s for c in members if c.factor > m.factor), default=0.0)
+        return (sum(c.undisturbed_s for c in members if c.factor <= m.factor) + blocking) / m.factor
+    return max(need(m) for m in members)
 
 
 def pool_base_s(clients: list[PoolClient], headroom: float) -> float:
     """The base step one pool needs so that its clients' compute fits in `headroom` of its cores, on
     average and when all of them compute at once."""
     cores = min(c.cores for c in clients)  # the clients of a pool report the same cores; be conservative
-    average = sum(c.busy for c in clients) / cores
-    at_once = max(c.busy for c in clients) * max(1.0, len(clients) / cores)
+    groups = turns(clients)
+    average = max(sum(c.busy for c in clients) / cores, max(sum(c.busy for c in t) for t in groups))
+    at_once = max(turn_at_once_s(t) for t in groups) * max(1.0, len(groups) / cores)
     return max(average, at_once) / headroom
 
 
@@ -101,31 +148,36 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
         base = 0.0  # every client keeps its own reference; nothing shared
     else:
         raise ValueError(f"unknown emulation mode {mode!r}: expected shared, fixed or undisturbed")
-    plan = DevicePlan(base, mode, needs, clients_per_pool={n: sorted(c.rank for c in m) for n, m in pools.items()})
+    plan = DevicePlan(base, mode, needs, clients_per_pool={n: sorted(c.rank for c in m) for n, m in pools.items()},
+                      turns_per_pool={n: len(turns(m)) for n, m in pools.items()})
     if isolation == "none":
         return plan
     for name, members in pools.items():
         if not name.endswith("/cpu"):
             continue  # a GPU's clients share it as the GPU schedules them; nothing to pin
         cores = min(c.cores for c in members)
-        pin = isolation == "affinity" or (isolation == "auto" and cores >= len(members))
-        for i, c in enumerate(sorted(members, key=lambda c: c.rank)):
-            if pin and i < cores:
-                plan.core[c.rank] = i
-            elif isolation in ("auto", "cgroup") and mode != "undisturbed" and base > 0:
-                need = c.busy / base  # the share of a core it keeps busy on average
-                plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
+        groups = turns(members)  # a process is pinned or capped as a whole, its slots with it
+        pin = isolation == "affinity" or (isolation == "auto" and cores >= len(groups))
+        for i, group in enumerate(groups):
+            for c in group:
+                if pin and i < cores:
+                    plan.core[c.rank] = i
+                elif isolation in ("auto", "cgroup") and mode != "undisturbed" and base > 0:
+                    need = sum(m.busy for m in group) / base  # the share of a core it keeps busy on average
+                    plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
     return plan
 
 
-def local_notes(clients: int, cores: int, mode: str, isolation: str) -> list[str]:
-    """What `edgesync validate` says of running `clients` client processes on this machine's `cores`."""
+def local_notes(clients: int, cores: int, mode: str, isolation: str, processes: int | None = None) -> list[str]:
+    """What `edgesync validate` says of running `clients` clients in `processes` client processes (default:
+    one each; fewer host them as slots) on this machine's `cores`."""
+    processes = clients if processes is None else processes
     notes = []
     if mode == "undisturbed" and clients > cores:
         notes.append(f"emulation.mode undisturbed with {clients} clients on this machine's {cores} cores: "
                      "`edgesync run` here makes them share cores, so a ×k client will not be ×k relative to the "
                      "others (the run's fidelity warning will say by how much); the default mode shared keeps it")
-    if isolation == "affinity" and clients > cores:
-        notes.append(f"emulation.isolation affinity: {clients} clients but this machine has {cores} cores, so "
-                     f"`edgesync run` here pins only {cores} of them; auto or cgroup caps the rest")
+    if isolation == "affinity" and processes > cores:
+        notes.append(f"emulation.isolation affinity: {processes} client processes but this machine has {cores} cores, "
+                     f"so `edgesync run` here pins only {cores} of them; auto or cgroup caps the rest")
     return notes

@@ -59,17 +59,18 @@ class Session:
 
 
 def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None = None,
-                  data_root: str | None = None) -> Session:
+                  data_root: str | None = None, make=make_trainer) -> Session:
     """One algorithm's trainer, client half and step-factor sampler, from a SETUP's metadata and data
-    indices. `device` and `data_root` are this machine's overrides. Shared with the Flower ClientApp."""
+    indices. `device` and `data_root` are this machine's overrides; `make` builds the trainer (a slot of
+    `edgesync client --slots` shares its process's model, runtime/slots.py). Shared with the Flower ClientApp."""
     spec = algorithms.get(meta["algorithm"]["name"])
     config = spec.config.model_validate(meta["algorithm"])
     ds = meta["dataset"]
     data = dataset(ds["name"], data_root or ds.get("root"), ds.get("train_size"))
     dev = resolve_device(device or meta.get("device", "cpu"))
     sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
-    trainer = make_trainer(data, meta["model"], indices, config.batch_size,
-                           seed=trainer_seed(int(meta["seed"]), rank), device=dev, hook=NoHook())
+    trainer = make(data, meta["model"], indices, config.batch_size,
+                   seed=trainer_seed(int(meta["seed"]), rank), device=dev, hook=NoHook())
     half = spec.client(config, trainer)
     return Session(meta["label"], half, trainer, sampler)
 
@@ -108,6 +109,7 @@ class EdgeClient:
         # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
         # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
         self.instance = uuid.uuid4().hex
+        self._make_trainer = make_trainer  # a slot's shares its process's model (runtime/slots.py)
 
     def run(self) -> None:
         torch.set_num_threads(1)
@@ -272,7 +274,7 @@ class EdgeClient:
 
     def _setup(self, msg: Message) -> None:
         session = build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank, self.device_override,
-                                self.data_root)
+                                self.data_root, make=self._make_trainer)
         self.device = session.trainer.device
         self._model_key = (msg.meta["model"], session.trainer.batch_size, str(self.device))
         if self.device.type == "cuda" and self._model_key not in self._warm:

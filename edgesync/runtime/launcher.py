@@ -11,6 +11,12 @@ commands a lab runs on separate machines; the namespaces are removed on every wa
 
 With `curve=True` the links are CURVE-encrypted as on a shared network (docs/lab.md), with
 throw-away keys in a private temporary folder that is removed after the run.
+
+Many clients (`process_layout`): past LOCAL_PROCESSES_PER_CORE client processes per core, `edgesync run`
+starts one process per core instead and spreads the clients over them as slots (`edgesync client
+--rank R --slots K`, runtime/slots.py), and says so ("200 clients in 2 processes of 100 slots");
+`live.processes` in the scenario (or `edgesync run --processes N`) chooses the count. A slotted
+process's log is `logs/clients-R-S.log`; when it exits, every client it hosted is lost.
 """
 from __future__ import annotations
 
@@ -31,9 +37,41 @@ from edgesync.runtime.checkpoint import Checkpointer
 from edgesync.runtime.coordinator import Coordinator, RunAborted
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario
+from edgesync.transport.protocol import usable_cores
 from edgesync.transport.security import ServerKeys, local_keys
 
 log = logging.getLogger("edgesync.launcher")
+
+# One process per client while there are at most this many per core. Each client process holds its own
+# interpreter and torch runtime (≈ 690 MB resident, 510 MB of it `import torch`; docs/benchmarks.md, "Many
+# devices per process") and takes seconds of CPU to start, while it computes on one torch thread: past a
+# few per core, more processes add memory and start-up, not compute. A slot adds ≈ 2–3 MB.
+LOCAL_PROCESSES_PER_CORE = 4
+
+
+def process_layout(clients: int, processes: int | None, cores: int) -> list[range]:
+    """The consecutive ranks each local client process hosts. `processes` (live.processes) None: one per
+    client up to LOCAL_PROCESSES_PER_CORE × cores, else one per core — a process's slots take turns on
+    one torch thread, so a core each is all the compute they can use, and the coordinator can pin each
+    to its own core without root (emulation/device_model.py). The clients are spread evenly."""
+    if processes is None:
+        processes = clients if clients <= LOCAL_PROCESSES_PER_CORE * cores else max(1, cores)
+    processes = max(1, min(processes, clients))
+    per, extra = divmod(clients, processes)
+    layout, start = [], 0
+    for i in range(processes):
+        count = per + (1 if i < extra else 0)
+        layout.append(range(start, start + count))
+        start += count
+    return layout
+
+
+def describe_layout(layout: list[range]) -> str:
+    """'200 clients in 2 processes of 100 slots' (or '… of 34 or 33 slots')."""
+    sizes = sorted({len(g) for g in layout}, reverse=True)
+    clients = sum(len(g) for g in layout)
+    return (f"{clients} clients in {len(layout)} process{'es' if len(layout) != 1 else ''} of "
+            f"{' or '.join(map(str, sizes))} slots")
 
 
 def client_env() -> dict[str, str]:
@@ -48,35 +86,45 @@ class LocalClients:
     """The client processes of a local run; always stopped on the way out."""
 
     def __init__(self, address: str | list[str], count: int, log_dir: Path, data_root: str | None = None,
-                 prefixes: list[list[str]] | None = None, options: list[list[str]] | None = None):
+                 prefixes: list[list[str]] | None = None, options: list[list[str]] | None = None,
+                 layout: list[range] | None = None):
         """`address` for every client, or one per client; `prefixes` run client i under e.g. `ip netns exec`;
-        `options` are more `edgesync client` options for client i (its CURVE keys)."""
+        `options` are more `edgesync client` options for client i (its CURVE keys); `layout` the ranks each
+        process hosts (default: one process per client), a process of several running them as slots
+        with the options of its first."""
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.logs = [log_dir / f"client-{rank}.log" for rank in range(count)]
+        self.layout = layout or [range(rank, rank + 1) for rank in range(count)]
+        self.logs = [log_dir / (f"client-{g.start}.log" if len(g) == 1 else f"clients-{g.start}-{g[-1]}.log")
+                     for g in self.layout]
         self.procs: list[subprocess.Popen] = []
-        self.exited: set[int] = set()
+        self.exited: set[int] = set()  # indices into procs
         addresses = [address] * count if isinstance(address, str) else address
-        for rank, path in enumerate(self.logs):
-            cmd = [*(prefixes[rank] if prefixes else []), sys.executable, "-m", "edgesync.cli", "client",
-                   "--connect", addresses[rank], "--rank", str(rank)]
+        for group, path in zip(self.layout, self.logs):
+            first = group.start
+            cmd = [*(prefixes[first] if prefixes else []), sys.executable, "-m", "edgesync.cli", "client",
+                   "--connect", addresses[first], "--rank", str(first)]
+            if len(group) > 1:
+                cmd += ["--slots", str(len(group))]
             if data_root:
                 cmd += ["--data-root", data_root]
             if options:
-                cmd += options[rank]
+                cmd += options[first]
             with open(path, "a") as out:  # a resumed run's clients go on in the same log
                 self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(),
                                                    stdin=subprocess.DEVNULL))
 
     def check(self) -> list[tuple[int, str]]:
         """Client processes that have exited since the last call, with the end of their logs: the
-        coordinator counts them lost (the run goes on without them). If none is left, the run stops."""
+        coordinator counts every client they hosted lost (the run goes on without them). If none is
+        left, the run stops."""
         gone = []
-        for rank, p in enumerate(self.procs):
+        for i, p in enumerate(self.procs):
             code = p.poll()
-            if code is not None and rank not in self.exited:
-                self.exited.add(rank)
-                tail = "".join(self.logs[rank].read_text(errors="replace").splitlines(True)[-15:])
-                gone.append((rank, f"its process exited with code {code}; end of {self.logs[rank]}:\n{tail}"))
+            if code is not None and i not in self.exited:
+                self.exited.add(i)
+                tail = "".join(self.logs[i].read_text(errors="replace").splitlines(True)[-15:])
+                why = f"its process exited with code {code}; end of {self.logs[i]}:\n{tail}"
+                gone += [(rank, why) for rank in self.layout[i]]
         if self.procs and len(self.exited) == len(self.procs):
             raise RunAborted("every client process exited; the last one: " + (gone[-1][1] if gone else "?"))
         return gone
@@ -114,7 +162,14 @@ def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs
         except BaseException:
             coordinator.close()
             raise
-        clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs, options=options)
+        layout = process_layout(len(scenario.clients), scenario.live.processes, usable_cores())
+        if len(layout) < len(scenario.clients):
+            text = describe_layout(layout)
+            log.info("%s (live.processes: %s)", text, scenario.live.processes or "automatic")
+            if progress.enabled:
+                progress.console.print(text, highlight=False)
+        clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs, options=options,
+                               layout=layout)
         _serve(coordinator, clients)
 
 

@@ -98,7 +98,9 @@ class Phases:
             device = str(peer.info.get("trained_on") or peer.info.get("device") or "cpu")
             cores = 1 if device.startswith("cuda") else int(peer.info.get("cores") or peer.info.get("cpus") or 1)
             factor = FactorSampler(peer.profile, seed=self.scenario.seed, rank=rank).mean_factor
-            out.append(PoolClient(rank, str(peer.info.get("host")), device, cores, float(step), float(factor)))
+            turn = peer.info.get("turn")  # the slots of one `edgesync client --slots K` process share one
+            out.append(PoolClient(rank, str(peer.info.get("host")), device, cores, float(step), float(factor),
+                                  str(turn) if turn else None))
         return out
 
     def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict], refused: dict[int, int],

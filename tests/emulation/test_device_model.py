@@ -66,5 +66,50 @@ def test_validate_explains_settings_this_machine_cannot_honour():
     assert local_notes(4, 2, "shared", "auto") == []
     undisturbed, affinity = local_notes(4, 2, "undisturbed", "affinity")
     assert "undisturbed with 4 clients on this machine's 2 cores" in undisturbed
-    assert "4 clients but this machine has 2 cores" in affinity
+    assert "4 client processes but this machine has 2 cores" in affinity
     assert local_notes(2, 4, "undisturbed", "affinity") == []
+    # 200 clients as slots of 2 processes on 2 cores: each process has a core to be pinned to
+    assert local_notes(200, 2, "shared", "affinity", processes=2) == []
+
+
+def slots(factors, turn, first=0, u=8 * MS, cores=2):
+    """The clients of one `edgesync client --slots K` process: one compute turn."""
+    return [PoolClient(first + i, "vm", "cpu", cores, u, f, turn) for i, f in enumerate(factors)]
+
+
+def test_slots_of_one_process_compute_one_at_a_time():
+    # two processes of five ×1 slots on 2 cores: average max(10 × 8 / 2, 5 × 8) = 40 ms; at once each process
+    # runs its five steps back to back on its own core: 5 × 8 × max(1, 2/2) = 40 ms → / 0.8
+    lab = slots([1] * 5, "p0") + slots([1] * 5, "p1", first=5)
+    assert pool_base_s(lab, headroom=0.8) == pytest.approx(50 * MS)
+    # the same ten clients as ten processes: average 40 ms, at once 8 × 10/2 = 40 ms: the same base
+    assert pool_base_s(clients([1] * 10), headroom=0.8) == pytest.approx(50 * MS)
+    # one process of ten on a 2-core host: a turn is one core, so the second core does not help
+    assert pool_base_s(slots([1] * 10, "p0"), headroom=0.8) == pytest.approx(100 * MS)
+    # four processes on two cores: each turn gets half a core when all compute at once
+    assert pool_base_s(slots([1] * 2, "a") + slots([1] * 2, "b", 2) + slots([1] * 2, "c", 4) + slots([1] * 2, "d", 6),
+                       headroom=1.0) == pytest.approx(2 * 8 * MS * 2)
+
+
+def test_the_earliest_deadline_first_turn_lets_a_fast_slot_go_before_slow_ones():
+    # a ×1 slot among 49 ×10 slots: at once, a ×10 slot waits for all 50 steps within its 10 bases (5 u),
+    # the ×1 slot for one ×10 step under way and its own (2 u); the average u + 49 × u/10 = 5.9 u sets the
+    # base (first come first served would need 50 u)
+    assert pool_base_s(slots([1] + [10] * 49, "p0", cores=1), headroom=1.0) == pytest.approx(5.9 * 8 * MS)
+    # ×1 and ×4 sharing a turn: the ×1 slot may find the ×4 slot computing: at once max(2 u / 1, 2 u / 4) = 2 u,
+    # above the average u + u/4 = 1.25 u
+    assert pool_base_s(slots([1, 4], "p0"), headroom=1.0) == pytest.approx(2 * 8 * MS)
+    # equal factors: no slower slot to wait for; three ×2 slots need 3 u / 2 = 1.5 u (so does their average)
+    assert pool_base_s(slots([2, 2, 2], "p0"), headroom=1.0) == pytest.approx(1.5 * 8 * MS)
+
+
+def test_a_process_of_slots_is_pinned_or_capped_as_a_whole():
+    lab = slots([1, 1, 10], "p0") + slots([1, 10], "p1", first=3)  # 2 processes on 2 cores: one core each
+    plan = plan_devices(lab, "shared")
+    assert plan.core == {0: 0, 1: 0, 2: 0, 3: 1, 4: 1} and plan.cpu_share == {}
+    assert "vm/cpu: 5 clients in 2 processes" in plan.describe()
+    crowded = plan_devices(slots([1, 1], "a") + slots([1, 1], "b", 2) + slots([1, 1], "c", 4), "shared",
+                           headroom=0.7)  # 3 processes, 2 cores: base max(6 u / 2, 2 u × 3/2) / 0.7 = 3 u / 0.7
+    assert crowded.base_s == pytest.approx(3 * 8 * MS / 0.7) and crowded.core == {}
+    # each process keeps 2 u / (3 u / 0.7) of a core busy: its slots share a quota of twice that, 0.9333
+    assert crowded.cpu_share == pytest.approx({r: 0.9333 for r in range(6)})
