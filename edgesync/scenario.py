@@ -32,7 +32,7 @@ from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
 from edgesync.emulation.availability import Availability, parse_availability
 from edgesync.emulation.links import Link
-from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, parse_profile
+from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, TraceProfile, parse_profile
 from edgesync.emulation.traces import check_rows, read_rows
 from edgesync.models import FIXED_INPUT_SIDE
 
@@ -530,6 +530,14 @@ class Scenario(Strict):
     @property
     def profiles(self) -> list[GammaProfile | ConstantProfile]:
         return [c.profile for c in self.clients]
+
+    @property
+    def varies_in_time(self) -> bool:
+        """Whether any client's emulation changes during an algorithm: a device trace, a link trace or an
+        availability (live clients then follow the coordinator's clock: runtime/run_clock.py)."""
+        return any(c.availability is not None or isinstance(c.profile, TraceProfile)
+                   or any(link.trace for link in self.client_links(rank))
+                   for rank, c in enumerate(self.clients))
 
     def resolved(self) -> dict:
         """The scenario with every default filled in, as plain data (what a run folder records)."""

@@ -110,8 +110,13 @@ class LinkChannel:
         if link.unlimited:
             return now
         start = max(now, self.busy_until)
-        self.busy_until = self.origin + link.serialized_by(start - self.origin, nbytes)
-        link = link.at(self.busy_until - self.origin)  # a trace's rate and latency when the last bit leaves
+        if link.trace and math.isinf(self.origin):  # no algorithm clock (yet): the settings before the trace
+            link = link.at(-math.inf)
+        if link.trace:
+            self.busy_until = self.origin + link.serialized_by(start - self.origin, nbytes)
+            link = link.at(self.busy_until - self.origin)  # the rate and latency when the last bit leaves
+        else:
+            self.busy_until = start + link.wire_s(nbytes)
         delay = link.latency_s
         if link.jitter_s:
             delay = max(0.0, delay + self.rng.uniform(-link.jitter_s, link.jitter_s))

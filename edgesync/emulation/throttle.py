@@ -8,12 +8,13 @@ Factors below 1 cannot make the hardware faster; such steps run at full speed (r
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from edgesync.emulation.profiles import FactorSampler, Profile
-from edgesync.trainer import Interrupt, StepAborted, StepSample
+from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample
 
 
 IDLE_EVERY_S = 0.5  # how often a long sleep wakes for `idle` (the live client's heartbeat)
@@ -41,10 +42,20 @@ class Throttle:
     clamped_steps: int = 0       # steps whose target was below the undisturbed time
     idle: Callable[[], None] | None = None  # called during long sleeps (heartbeats)
     factors: StepSample = field(default_factory=StepSample)  # each finished step's drawn factor, sampled
+    # The algorithm's clock at a perf_counter reading (a trace's factor is the one in force when the step
+    # starts; None while unknown: the trace's start), and when the device goes offline (availability).
+    clock: Callable[[float], float | None] = lambda local: None
+    offline_at: Callable[[], float] = lambda: math.inf
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        factor = self.sampler.next()
+        factor = self.sampler.next(self.clock(started) or 0.0)
         target = factor * self.reference_s
+        offline = self.offline_at()
+        if started + target > offline:  # the device goes dark during this step: it never finishes
+            sleep_until(offline, self.idle)
+            elapsed = time.perf_counter() - started
+            self.target_s_total += elapsed
+            raise DeviceOffline(elapsed)
         left = started + target - time.perf_counter()
         if left < 0:
             self.clamped_steps += 1

@@ -9,6 +9,9 @@ So the factor recorded for each client of an entry is relative:
 
 (the fastest profile: the smallest median drawn factor in the entry; a client that ran no throttle drew
 ×1). `fidelity_error` is achieved / target − 1; an entry's `fidelity_max_error` is the largest |error|.
+A client whose profile is a trace (its factor changes with time) has no whole-run target: medians of a
+changing factor and of its step times need not match; it is neither judged nor a reference (its steps
+are checked against the trace instead: benchmarks/trace_fidelity.py).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ SAME_FACTOR = 1e-6  # clients whose drawn factors differ less than this share a 
 def annotate(rows: list[dict[str, Any]]) -> float | None:
     """Set `target_factor`, `achieved_factor` and `fidelity_error` in the client rows of one entry (in
     place); returns the largest |fidelity_error|, None when no two clients can be compared."""
-    timed = [r for r in rows if r.get("median_step_s") and r.get("steps")]
+    timed = [r for r in rows if r.get("median_step_s") and r.get("steps")
+             and not str(r.get("profile", "")).startswith("trace(")]
     for r in rows:
         r.setdefault("target_factor", None)
         r.setdefault("achieved_factor", None)

@@ -7,6 +7,12 @@ update, END reports this client's totals. The device profile's throttle wraps th
 With CURVE keys (transport/security.py) the link is encrypted and the coordinator checks this
 client's key; a refusal ends the client with a ClientFailed that says what to fix.
 
+Availability (a scenario's `availability:`): the client follows its own schedule on the algorithm's clock
+(device_schedule.py). When it goes offline — between steps, or inside a throttled step's sleep — the
+instruction it was running is lost, its socket is closed with whatever it still held unsent, and it sleeps
+until it is online again; then it reconnects as any client that lost its link does (a new socket, HELLO
+for its rank) and is set up afresh. A device trace's factor is taken at each step's start on that clock.
+
 Liveness: after a second without sending anything — idle, or inside a long (throttled) step — the
 client sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (the scenario's
 faults.client_timeout_s) it is presumed gone: the client reconnects with a new socket, with
@@ -16,6 +22,7 @@ that dropped this client, takes it back).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -33,10 +40,13 @@ from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation import isolation
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.runtime.accounting import ClientClock, client_totals
+from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
+from edgesync.runtime.run_clock import RunClock
 from edgesync.runtime.step_time import measure_step_s, warm_up
 from edgesync.runtime.workload import dataset, make_trainer, resolve_device, trainer_seed
-from edgesync.trainer import NoHook, Trainer
+from edgesync.emulation.throttle import sleep_until
+from edgesync.trainer import DeviceOffline, NoHook, Trainer
 from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
@@ -99,6 +109,8 @@ class EdgeClient:
         self.data_root = data_root
         self.keys = keys
         self.rank: int | None = None
+        self.run_clock = RunClock()  # the algorithm's clock, heard from the coordinator (traces, availability)
+        self.device_schedule: DeviceSchedule | None = None  # this client's availability, once set up
         self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
@@ -129,8 +141,13 @@ class EdgeClient:
             info = host_info(str(resolve_device(self.device_override)) if self.device_override else "cpu")
         return protocol.hello(rank, self.wish_profile, info, self.instance)
 
+    def _socket(self) -> ClientSocket:
+        sock = ClientSocket(self.connect, keys=self.keys)
+        sock.run_clock = self.run_clock
+        return sock
+
     def _serve(self) -> None:
-        self.ctx = LiveContext(ClientSocket(self.connect, keys=self.keys))
+        self.ctx = LiveContext(self._socket())
         self.ctx.sock.send(self._hello())
         wait = ConnectWait(self.connect, self.connect_timeout_s)  # says it waits, until joined or timed out
         if self.device_problem is not None:
@@ -145,8 +162,12 @@ class EdgeClient:
                     if not self._handle(sock, self.ctx.pending.pop(0)):
                         return
                     continue
+                if self._offline_due():
+                    if not self._go_offline():
+                        return
+                    continue
                 try:
-                    msg = sock.recv(HEARTBEAT_INTERVAL_S)
+                    msg = sock.recv(self._wait_s())
                 except ProtocolError as exc:
                     log.error("bad message from the coordinator: %s", exc)
                     sock.send(protocol.error(f"bad message: {exc}"))
@@ -182,17 +203,18 @@ class EdgeClient:
         sock.close(linger_ms=0)  # nobody to deliver HELLO and ERROR to
         raise ClientFailed(f"{failed}; it could not tell the coordinator: {gave_up}")
 
-    def _reconnect(self, why: str) -> None:
+    def _reconnect(self, why: str, closed: bool = False) -> None:
         """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
         log.warning("%s: reconnecting to %s as client %d", why, self.connect, self.rank)
-        self.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
+        if not closed:
+            self.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
         self.ctx.pending.clear()
         self.session = None  # the coordinator sets this client up again
         delay, deadline = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S
         tries = 0
         while True:
             tries += 1
-            sock = ClientSocket(self.connect, keys=self.keys)
+            sock = self._socket()
             sock.send(self._hello())
             welcome = self._await_welcome(sock, max(2 * delay, 2.0))
             if welcome is not None:
@@ -272,7 +294,38 @@ class EdgeClient:
         self._hello_delay = min(2 * self._hello_delay, RECONNECT_MAX_S)
         sock.send(self._hello())
 
+    # -- availability ----------------------------------------------------------------------------------
+    def _offline_due(self) -> bool:
+        return self.session is not None and self.device_schedule is not None and self.device_schedule.due()
+
+    def _offline_deadline(self) -> float:
+        return self.device_schedule.offline_deadline() if self.device_schedule is not None else math.inf
+
+    def _wait_s(self) -> float:
+        """How long the main loop may wait for a message: until a heartbeat is due, or the device goes offline."""
+        return max(0.0, min(HEARTBEAT_INTERVAL_S, self._offline_deadline() - time.perf_counter()))
+
+    def _go_offline(self) -> bool:
+        """The device goes offline (its availability): drop everything, sleep until it is back, reconnect.
+        False if it never comes back (the process then ends: nothing more to do)."""
+        algo_now = self.run_clock.now()
+        back, back_local = self.device_schedule.back_at()
+        log.info("offline at %.3f s of the algorithm (availability)%s", algo_now,
+                 "; not coming back" if math.isinf(back) else f"; back at {back:.3f} s")
+        self.ctx.sock.close(linger_ms=0)  # unsent updates are lost with the device's connection
+        self.ctx.pending.clear()
+        self.session = None
+        self.device_schedule = None  # set up afresh when back
+        if math.isinf(back):
+            return False
+        sleep_until(back_local)
+        self._reconnect("back online", closed=True)
+        return True
+
     def _setup(self, msg: Message) -> None:
+        self.run_clock.reset()  # the coordinator's clock restarts with each algorithm: heard again from now
+        self.device_schedule = DeviceSchedule(msg.meta.get("availability"), int(msg.meta["seed"]), self.rank,
+                                              self.run_clock)
         session = build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank, self.device_override,
                                 self.data_root, make=self._make_trainer)
         self.device = session.trainer.device
@@ -281,7 +334,7 @@ class EdgeClient:
             warm_up(session.trainer)  # before READY: the start-up is not the algorithm's compute time
             self._warm.add(self._model_key)
         session.algorithm.ctx = self.ctx
-        session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat)  # heartbeats between steps
+        session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat, self._offline_deadline)  # heartbeats between steps
         self.session = session
 
     def _calibrate(self, meta: dict) -> Message:
@@ -295,8 +348,9 @@ class EdgeClient:
         if meta.get("base_s") is not None:
             base = float(meta["base_s"]) or reference
             if base != reference or needs_throttle(s.sampler):  # an undisturbed ×1 client needs no pacing
-                s.throttle = Throttle(s.sampler, base, idle=self.ctx.heartbeat)  # heartbeats in long sleeps
-                s.trainer.hook = Beating(s.throttle, self.ctx.heartbeat)
+                s.throttle = Throttle(s.sampler, base, idle=self.ctx.heartbeat,  # heartbeats in long sleeps
+                                      clock=self.run_clock.now, offline_at=self._offline_deadline)
+                s.trainer.hook = Beating(s.throttle, self.ctx.heartbeat, self._offline_deadline)
             self._isolate(meta.get("core"), meta.get("cpu_share"), meta.get("isolation") or "auto")
         detail = self._isolation.detail if self._isolation is not None else None
         return protocol.calibrated(reference, str(self.device), detail)
@@ -330,6 +384,8 @@ class EdgeClient:
             update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
         except InstructionAborted:
             return  # the algorithm ended mid-instruction; END is next in ctx.pending
+        except DeviceOffline:
+            return  # its work is lost; the main loop takes the device offline
         sock.send(protocol.update(update.meta, update.tensors))
         s.clock.update_sent(time.perf_counter())
 
@@ -347,13 +403,17 @@ class EdgeClient:
 
 class Beating:
     """The trainer's step hook with heartbeats: after every step, and during a throttle's long sleep,
-    the client says it is alive if it has been silent for a second."""
+    the client says it is alive if it has been silent for a second. A step that ends after the device
+    should have gone offline (`offline_at`, a perf_counter reading) is not finished: DeviceOffline."""
 
-    def __init__(self, inner, beat):
-        self.inner, self.beat = inner, beat
+    def __init__(self, inner, beat, offline_at=lambda: math.inf):
+        self.inner, self.beat, self.offline_at = inner, beat, offline_at
 
     def after_step(self, started: float, interrupt=None) -> float:
         try:
-            return self.inner.after_step(started, interrupt)
+            elapsed = self.inner.after_step(started, interrupt)
         finally:
             self.beat()
+        if time.perf_counter() > self.offline_at():
+            raise DeviceOffline(elapsed)
+        return elapsed

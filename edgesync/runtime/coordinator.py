@@ -24,12 +24,13 @@ import time
 from typing import Callable, ClassVar
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, Send, ServerAlgorithm, Update
+from edgesync.algorithms.base import AlgorithmConfig, Population, Send, ServerAlgorithm, Update
 from edgesync.constants import NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.checkpoint import Checkpointer
 from edgesync.runtime.evaluator import Evaluator, Snapshot
+from edgesync.runtime.live_availability import CoordinatorAvailability
 from edgesync.runtime.membership import Membership, Peer, RunAborted
 from edgesync.runtime.phases import Phases
 from edgesync.runtime.progress import Progress
@@ -82,6 +83,7 @@ class Coordinator:
         self._bytes0: tuple[dict, dict] = ({}, {})  # socket counters when this algorithm started
         self.traffic_before_resume = (0, 0)  # bytes up/down before a resume
         self._started = 0.0
+        self.availability = CoordinatorAvailability(scenario)  # replaced at each algorithm's start
 
     # -- settings the launchers make ---------------------------------------------------------------
     @property
@@ -148,7 +150,11 @@ class Coordinator:
         self.members.liveness.new_algorithm()
         self.phases.setup_all(config)
         self.phases.calibrate_all()
-        server = algorithms.get(config.name).server(config, self.workload.initial, self.members.alive())
+        availability = self.availability = CoordinatorAvailability(sc)
+        offline_at_start = availability.start()
+        server = algorithms.get(config.name).server(
+            config, self.workload.initial, [r for r in self.members.alive() if r not in offline_at_start])
+        server.population = Population(sc.seed, {r: len(split) for r, split in enumerate(self.workload.splits)})
         self.update_check = UpdateCheck.for_server(server, self.workload.initial)
         account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
         self.refused, self.nonfinite, self.seen = {}, 0, {}
@@ -164,11 +170,22 @@ class Coordinator:
         every = sc.eval.every_s
         next_eval = (math.floor(elapsed / every) + 1) * every
         self._started = time.perf_counter() - elapsed
+        if sc.varies_in_time and hasattr(self.sock, "start_clock"):
+            self.sock.start_clock(self._started)  # messages carry the algorithm's clock from now on
+            for rank in self.members.alive():
+                self.members.send(rank, protocol.heartbeat())  # so that every client hears it at once
+        for rank in offline_at_start:
+            self.members.lose(rank, "offline at the start (availability)")
+            account.log_presence(rank, False, elapsed)
         self.server = server
         try:
             self._dispatch(server.start())
             while True:
                 now = time.perf_counter() - self._started
+                for rank in availability.due(now):
+                    account.log_presence(rank, False, now)
+                    if rank not in self.members.liveness.lost:
+                        self.members.lose(rank, "offline (availability)")  # the server half hears it
                 if now >= next_eval:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += every
@@ -185,6 +202,8 @@ class Coordinator:
                     self._save(server, time.perf_counter() - self._started)
         finally:
             self.server = None
+            if hasattr(self.sock, "start_clock"):
+                self.sock.start_clock(None)
         end = time.perf_counter() - self._started
         final = self._snapshot(server, end)
         counters, acc, loss = self.evaluator.evaluate_now(final)
@@ -192,7 +211,11 @@ class Coordinator:
         # marked diverged also when only the updates were non-finite (refused, the model kept)
         row = account.log_eval(counters, acc, loss, diverged=account.diverged)
         self.after_algorithm(config, end, final)
-        self.phases.end_all(account, self._bytes0, self.refused, self.seen)
+        offline = availability.totals(end)
+        rounds = getattr(server, "participation", None)
+        extra = {r: {"offline_s": round(offline[r], 6) if r in offline else None,
+                     "rounds": rounds.get(r, 0) if rounds is not None else None} for r in self.peers}
+        self.phases.end_all(account, self._bytes0, self.refused, self.seen, extra)
         if self.checkpoints:
             self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, row)
@@ -201,10 +224,12 @@ class Coordinator:
         save_algorithm(self.checkpoints, self.account, server, now, self.traffic())
 
     def _quorum(self) -> int:
-        """Synchronous algorithms need faults.quorum clients alive while they train, any algorithm one."""
+        """Synchronous algorithms need faults.quorum clients alive while they train, any algorithm one; clients
+        offline by their availability are not missing (none at all may be online for a while)."""
+        offline = len(self.availability.offline) if hasattr(self, "availability") else 0
         if self.server is not None and algorithms.get(self.server.config.name).family == "synchronous":
-            return self.scenario.faults.quorum
-        return 1
+            return max(0, min(self.scenario.faults.quorum, len(self.peers) - offline))
+        return 0 if offline else 1
 
     # -- messages while training -------------------------------------------------------------------
     def _handle(self, server: ServerAlgorithm, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
@@ -220,6 +245,8 @@ class Coordinator:
                 return self._readmit(server, identity, msg)
             self.members.say_hello_first(identity, msg, " (the run is in progress)")
             return []
+        if rank in self.members.liveness.lost and self.availability.is_offline(rank, self._now()):
+            return []  # offline by its availability: what it still says is lost with the device
         if rank in self.members.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
             sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
             return sends + self._back(server, rank, msg)
@@ -309,7 +336,12 @@ class Coordinator:
             del self.joining[rank]
         self.members.liveness.back(rank)
         log.info("client %d is back", rank)
+        if self.availability.back(rank, self._now()):
+            self.account.log_presence(rank, True, self._now())
         return server.on_client_joined(rank)
+
+    def _now(self) -> float:
+        return time.perf_counter() - self._started
 
     def _readmit(self, server: ServerAlgorithm, identity: bytes, msg: Message) -> list[Send]:
         """HELLO in the middle of an algorithm: a client process that lost its link (or was restarted)
@@ -328,6 +360,10 @@ class Coordinator:
             asked = lost[0]
         if not isinstance(asked, int) or asked not in self.peers:
             members.reject(identity, f"rank {asked!r} is not one of this run's (0..{members.size - 1})", fatal=True)
+            return []
+        if self.availability.is_offline(asked, self._now()):
+            members.reject(identity, f"client {asked} is offline until {self.availability.online_at(asked, self._now()):.1f} s "
+                                     "of the algorithm (its availability); asking again")
             return []
         if asked not in members.liveness.lost:
             if self.peers[asked].same_process(msg):

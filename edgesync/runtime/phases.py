@@ -41,6 +41,7 @@ class Phases:
             "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
             "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
             "device": sc.clients[rank].device,
+            "availability": (a.model_dump(mode="json") if (a := sc.clients[rank].availability) is not None else None),
         }
         self.members.send(rank, protocol.setup(meta, torch.from_numpy(self.splits[rank])))
         self.set_up_for[rank] = config.key
@@ -104,7 +105,7 @@ class Phases:
         return out
 
     def end_all(self, account: AlgorithmAccount, bytes_at_start: tuple[dict, dict], refused: dict[int, int],
-                seen: dict[int, dict[str, int]]) -> None:
+                seen: dict[int, dict[str, int]], extra: dict[int, dict] | None = None) -> None:
         """END to every live client; a clients.jsonl row for every client, from its STATS and the socket's
         bytes. A client that sent no STATS (lost, or silent at the end) keeps the steps and samples of the
         updates the coordinator received from it (`seen`)."""
@@ -127,7 +128,7 @@ class Phases:
                 bytes_down=sock.bytes_out.get(peer.identity, 0) - out0.get(peer.identity, 0),
                 host=peer.info.get("host"), device=peer.info.get("device"), gpu=peer.info.get("gpu"),
                 refused=refused.get(rank, 0), lost=liveness.losses[rank], rejoined=liveness.returns[rank],
-                error=error))
+                error=error, extra=(extra or {}).get(rank)))
         account.write_clients(rows, self.scenario.emulation.tolerance)
 
     def collect(self, kind: T, timeout_s: float, only: set[int] | None = None,

@@ -14,6 +14,7 @@ Held frames are copied: the algorithm may change a tensor in place after sending
 from __future__ import annotations
 
 import heapq
+import math
 import itertools
 import time
 from typing import Hashable
@@ -21,10 +22,15 @@ from typing import Hashable
 from edgesync.emulation.links import Link, LinkChannel
 
 
+def _origin(origin: float | None) -> float:
+    return math.inf if origin is None else origin  # an infinite origin puts every moment before the trace
+
+
 class Pacer:
     """Messages in flight on emulated links, per destination, released at their arrival times."""
 
     def __init__(self):
+        self.origin: float | None = None  # perf_counter when the algorithm started: link traces run from then
         self.channels: dict[Hashable, LinkChannel] = {}
         self._held: list[tuple[float, int, Hashable, list[bytes]]] = []
         self._seq = itertools.count()
@@ -33,7 +39,14 @@ class Pacer:
         if link.unlimited:
             self.channels.pop(dest, None)
         else:
-            self.channels[dest] = LinkChannel(link, seed)
+            self.channels[dest] = LinkChannel(link, seed, origin=_origin(self.origin))
+
+    def set_origin(self, origin: float | None) -> None:
+        """Link traces count from `origin`, a perf_counter reading; None (no algorithm runs, or a client that
+        has not heard the algorithm's clock yet): the links keep their settings from before a trace's first row."""
+        self.origin = origin
+        for channel in self.channels.values():
+            channel.origin = _origin(origin)
 
     def shapes(self, dest: Hashable) -> bool:
         return dest in self.channels

@@ -3,7 +3,7 @@
 Frame layout (a client's DEALER sends these; the coordinator's ROUTER sees its identity frame first):
 
     frame 0   header: UTF-8 JSON object
-              {"proto": "edgesync", "v": 1, "type": "<TYPE>", "meta": {...},
+              {"proto": "edgesync", "v": 1, "type": "<TYPE>", "meta": {...}, ["clock": s,]
                "tensors": [{"name": str, "dtype": "float32"|"float16"|"int32"|"int64"|"uint8",
                             "shape": [int, ...]}, ...]}
     frame 1…n one frame per entry of "tensors", in order: the tensor's raw bytes, C order,
@@ -25,6 +25,9 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
                                SHUTDOWN  the run is over: exit
     ERROR   what went wrong    ERROR     what was wrong with your message
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
+
+`clock`, optional, only from the coordinator: the running algorithm's clock (seconds since it started) when
+the message was sent. Clients follow time-varying emulation (traces, availability) on it (run_clock.py).
 
 Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
 goes on serving everyone else.
@@ -97,13 +100,20 @@ class Message:
     type: MessageType
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    clock: float | None = None  # the coordinator's algorithm clock when sent (only where a run follows traces)
+
+    def _header(self, specs: list) -> dict:
+        header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,
+                  "tensors": specs}
+        if self.clock is not None:
+            header["clock"] = round(self.clock, 6)
+        return header
 
     def wire_size(self) -> int:
         """Bytes this message puts on the wire (what the sockets count), without building frames."""
         specs = [{"name": n, "dtype": _DTYPE_NAMES.get(t.dtype, "?"), "shape": list(t.shape)}
                  for n, t in self.tensors.items()]
-        head = len(_dumps({"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type,
-                           "meta": self.meta, "tensors": specs}))
+        head = len(_dumps(self._header(specs)))
         return head + sum(t.numel() * t.element_size() for t in self.tensors.values())
 
     def to_frames(self) -> list:
@@ -116,8 +126,7 @@ class Message:
             array, data = _flat_bytes(t)
             specs.append({"name": name, "dtype": dtype, "shape": list(array.shape)})
             frames.append(data)
-        frames[0] = _dumps({"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,
-                            "tensors": specs})
+        frames[0] = _dumps(self._header(specs))
         return frames
 
     @classmethod
@@ -155,7 +164,10 @@ class Message:
             if name in tensors:  # a second one would silently replace the first
                 raise ProtocolError(f"tensor {name!r} is listed twice")
             tensors[name] = t
-        return cls(kind, meta, tensors)
+        clock = header.get("clock")
+        if clock is not None and (type(clock) not in (int, float) or not math.isfinite(clock)):
+            raise ProtocolError(f"header field 'clock' must be a number of seconds, not {clock!r}")
+        return cls(kind, meta, tensors, None if clock is None else float(clock))
 
 
 def _flat_bytes(t: torch.Tensor) -> tuple[np.ndarray, memoryview | bytes]:

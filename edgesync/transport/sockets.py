@@ -163,6 +163,7 @@ class CoordinatorSocket:
         self.last_send: dict[bytes, float] = {}
         self.unreachable: set[bytes] = set()  # peers a send found disconnected: provably gone
         self.pacer = Pacer()
+        self.run_clock = None  # coordinator: () → the algorithm's clock; client: a RunClock (run_clock.py)
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
 
     def bind(self, address: str) -> None:
@@ -173,7 +174,15 @@ class CoordinatorSocket:
         """Emulate `link` on everything sent to `peer` from now on (the coordinator → client direction)."""
         self.pacer.set_link(peer, link, seed)
 
+    def start_clock(self, started: float | None) -> None:
+        """The algorithm started at perf_counter `started` (None: none runs): stamp messages with its clock
+        and run link traces from then (run_clock.py)."""
+        self.run_clock = None if started is None else (lambda: time.perf_counter() - started)
+        self.pacer.set_origin(started)
+
     def send(self, peer: bytes, message: Message) -> int:
+        if self.run_clock is not None:  # a run that follows traces: every message carries the algorithm's clock
+            message.clock = self.run_clock()
         frames = message.to_frames()
         self.last_send[peer] = time.monotonic()  # heartbeats go only to peers sent nothing lately
         if self.pacer.shapes(peer):
@@ -247,6 +256,7 @@ class ClientSocket:
         self.bytes_out = 0
         self.last_send = self.last_recv = time.monotonic()  # liveness, both ways
         self.pacer = Pacer()
+        self.run_clock = None  # coordinator: () → the algorithm's clock; client: a RunClock (run_clock.py)
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
 
     @property
@@ -287,7 +297,11 @@ class ClientSocket:
         frames, size = got
         self.bytes_in += size
         self.last_recv = time.monotonic()
-        return Message.from_frames(frames, COORDINATOR_TYPES)
+        msg = Message.from_frames(frames, COORDINATOR_TYPES)
+        if msg.clock is not None and self.run_clock is not None:
+            self.run_clock.observe(msg.clock)
+            self.pacer.set_origin(self.run_clock.local(0.0))  # the uplink's trace starts with the algorithm
+        return msg
 
     def _await_handshake(self, timeout_s: float) -> float | None:
         """Wait in short slices, reading handshake events between them, until a message is there or
