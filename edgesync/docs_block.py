@@ -20,6 +20,7 @@ WRITERS = {
     "cross_check": "benchmarks/cross_check.py --write-docs",
     "throttle_fidelity": "benchmarks/throttle_fidelity.py --write-docs",
     "tuned": "benchmarks/tuned_comparison.py --write-docs",
+    "trace_fidelity": "benchmarks/trace_fidelity.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

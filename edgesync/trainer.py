@@ -93,6 +93,24 @@ class TrainerStats:
     step_times: StepSample = field(default_factory=StepSample)  # each finished step's time, sampled
 
 
+class StepTimeline:
+    """(time on the algorithm's clock, step seconds) of a device whose factor follows a trace, sampled as
+    StepSample samples (every `stride`-th step, at most LIMIT kept): how its steps followed the trace."""
+
+    LIMIT = 2048
+
+    def __init__(self, points: list | None = None, stride: int = 1, seen: int = 0):
+        self.points, self.stride, self.seen = [list(p) for p in points or []], stride, seen
+
+    def add(self, at_s: float, seconds: float) -> None:
+        if self.seen % self.stride == 0:
+            self.points.append([round(at_s, 6), round(seconds, 6)])
+            if len(self.points) >= self.LIMIT:
+                del self.points[1::2]
+                self.stride *= 2
+        self.seen += 1
+
+
 @dataclass
 class Trainer:
     model: nn.Module

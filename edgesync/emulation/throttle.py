@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from edgesync.emulation.profiles import FactorSampler, Profile
-from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample
+from edgesync.emulation.profiles import FactorSampler, Profile, TraceProfile
+from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, StepTimeline
 
 
 IDLE_EVERY_S = 0.5  # how often a long sleep wakes for `idle` (the live client's heartbeat)
@@ -46,9 +46,15 @@ class Throttle:
     # starts; None while unknown: the trace's start), and when the device goes offline (availability).
     clock: Callable[[float], float | None] = lambda local: None
     offline_at: Callable[[], float] = lambda: math.inf
+    timeline: StepTimeline | None = None  # a traced device's steps over time (set for trace profiles)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sampler.profile, TraceProfile):
+            self.timeline = StepTimeline()
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        factor = self.sampler.next(self.clock(started) or 0.0)
+        at = self.clock(started)
+        factor = self.sampler.next(at or 0.0)
         target = factor * self.reference_s
         offline = self.offline_at()
         if started + target > offline:  # the device goes dark during this step: it never finishes
@@ -66,7 +72,10 @@ class Throttle:
         self.target_s_total += target
         self.factors.add(factor)
         sleep_until(started + target, self.idle)
-        return time.perf_counter() - started
+        elapsed = time.perf_counter() - started
+        if self.timeline is not None and at is not None:
+            self.timeline.add(at, elapsed)
+        return elapsed
 
 
 def is_throttled(profile: Profile) -> bool:

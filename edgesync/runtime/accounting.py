@@ -20,7 +20,7 @@ from edgesync.metrics import fidelity
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import StopSpec
-from edgesync.trainer import StepSample, TrainerStats
+from edgesync.trainer import StepSample, StepTimeline, TrainerStats
 
 TIME_DIGITS = 6  # time stamps in every row: µs, finer than any runtime's clock is meaningful
 
@@ -103,6 +103,8 @@ class AlgorithmAccount:
             "median_step_s": totals.get("median_step_s"), "median_factor": totals.get("median_factor"),
             "target_factor": None, "achieved_factor": None, "fidelity_error": None,
             "isolation": totals.get("isolation"), "refused": refused, "lost": lost, "rejoined": rejoined,
+            # a traced device's (algorithm time, step seconds), sampled: how its steps followed the trace
+            **({"step_timeline": totals["step_timeline"]} if totals.get("step_timeline") else {}),
             # STATS name the device the client trained on (the scenario's unless its --device overrode it)
             # and its GPU; HELLO, sent before SETUP, knows only the override
             "gpu": totals.get("gpu") if "device" in totals else gpu,
@@ -154,7 +156,8 @@ class ClientClock:
 
 def client_totals(stats: TrainerStats, clock: ClientClock, end: float, device: str, reference_s: float | None,
                   factors: StepSample | None = None, wall_end: float | None = None, gpu: str | None = None,
-                  base_s: float | None = None, isolation: str | None = None) -> dict[str, Any]:
+                  base_s: float | None = None, isolation: str | None = None,
+                  timeline: StepTimeline | None = None) -> dict[str, Any]:
     """What a client reports for an algorithm (STATS): steps, samples, compute, wait and wall seconds; its
     undisturbed step `reference_s`, the ×1 step `base_s` its throttle used, the median of its steps' times
     and of the factors its profile drew (`factors`, None: no throttle, ×1) for the coordinator's fidelity
@@ -167,4 +170,5 @@ def client_totals(stats: TrainerStats, clock: ClientClock, end: float, device: s
             "wall_s": round(clock.wall_until(max(end, wall_end or end)), 6), "device": device,
             "gpu": gpu, "reference_s": reference_s, "base_s": base_s,
             "median_step_s": None if median_step is None else round(median_step, 6),
-            "median_factor": 1.0 if median_factor is None else round(median_factor, 6), "isolation": isolation}
+            "median_factor": 1.0 if median_factor is None else round(median_factor, 6), "isolation": isolation,
+            **({"step_timeline": timeline.points} if timeline is not None else {})}

@@ -396,6 +396,7 @@ class EdgeClient:
         throttle = s.throttle
         totals = client_totals(s.trainer.stats, s.clock, time.perf_counter(), str(self.device),
                                self._calibrated.get(self._model_key), throttle.factors if throttle else None,
+                               timeline=throttle.timeline if throttle else None,
                                gpu=gpu_name(self.device), base_s=throttle.reference_s if throttle else None,
                                isolation=self._isolation.detail if self._isolation is not None else None)
         return {"label": s.label, **totals}

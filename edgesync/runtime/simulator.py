@@ -36,7 +36,7 @@ from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
-from edgesync.emulation.profiles import FactorSampler, Profile
+from edgesync.emulation.profiles import FactorSampler, Profile, TraceProfile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
@@ -49,7 +49,7 @@ from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload, trainer_seed
 from edgesync.scenario import Scenario, ServerCostSpec
-from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, Trainer
+from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, StepTimeline, Trainer
 from edgesync.transport import protocol
 
 
@@ -66,6 +66,7 @@ class VirtualStep:
         self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
         self.now: Callable[[], float] = lambda: self.elapsed  # the virtual time now (the client's context's)
         self.offline_at = math.inf  # when the device goes offline next
+        self.timeline = StepTimeline() if isinstance(sampler.profile, TraceProfile) else None
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         now = self.now()
@@ -81,6 +82,8 @@ class VirtualStep:
             raise DeviceOffline(left)
         self.elapsed += step
         self.factors.add(factor)
+        if self.timeline is not None:
+            self.timeline.add(now, step)
         return step
 
 
@@ -397,7 +400,8 @@ class Simulator:
             # A client mid-step at the end finishes that step (counted in compute_s), as a live client does
             # before it reads END: its wall time runs to then, so compute_s + wait_s = wall_s.
             totals = client_totals(c.trainer.stats, c.times, end, "virtual", c.clock.base_step_s,
-                                   c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s)
+                                   c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s,
+                                   timeline=c.clock.timeline)
             offline_s = c.offline_s + (end - c.offline_since if c.offline_since is not None else 0.0)
             rows.append(self.account.client_row(
                 c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim", lost=c.epoch,

@@ -41,6 +41,12 @@ def _profile(v: Any) -> bool:
     return isinstance(v, (str, dict))
 
 
+def _timeline(v: Any) -> bool:
+    """A traced device's [[algorithm seconds, step seconds], …] (trainer.StepTimeline): bounded, finite."""
+    return (isinstance(v, list) and len(v) <= 4096
+            and all(isinstance(p, list) and len(p) == 2 and all(_number(x) for x in p) for p in v))
+
+
 def _mapping(v: Any) -> bool:
     return isinstance(v, dict)
 
@@ -65,7 +71,8 @@ FIELDS: dict[str, dict[str, Rule]] = {
               "steps": (_count, "an integer ≥ 0", True), "samples": (_count, "an integer ≥ 0", True),
               **{k: (_non_negative, "a finite number ≥ 0", True)
                  for k in ("compute_s", "wait_s", "wall_s", "reference_s", "base_s", "median_step_s",
-                           "median_factor")}},
+                           "median_factor")},
+              "step_timeline": (_timeline, "a list of at most 4,096 [seconds, seconds] pairs", True)},
     "ERROR": {"reason": (_text, "a string", True)},
 }
 
