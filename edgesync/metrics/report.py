@@ -7,7 +7,8 @@ finished or a crashed run can be re-plotted at any time:
                print(render_report(Path('runs/fmnist-4x')))"
 
 Accuracies are fractions in [0, 1] in the files and are shown in percent. This module loads the folder
-and writes report.md; the plots are drawn by `edgesync.metrics.plots`.
+and writes report.md; the plots are drawn by `edgesync.metrics.plots`, the sections on participation,
+availability and traces written by `edgesync.metrics.churn_report`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ import matplotlib
 import yaml
 
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
+from edgesync.metrics.churn_report import (AVAILABILITY_PLOT, ROUNDS_PLOT, TRACES_PLOT, availability_section,
+                                           has_availability, has_participation, has_traces,
+                                           needs_rounds_histogram, participation_section, traces_section)
 from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
-from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
+from edgesync.metrics.plots import (PLOT_STYLE, plot_accuracy, plot_availability, plot_bytes, plot_compute_ratio,
+                                    plot_rounds_per_client, plot_staleness, plot_traces)
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, TUNING_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
@@ -55,6 +60,12 @@ def render_report(run_dir: Path) -> Path:
         plot_compute_ratio(run, plots_dir / "compute_ratio.png")
         if run.has_staleness:
             plot_staleness(run, plots_dir / STALENESS_PLOT)
+        if needs_rounds_histogram(run):
+            plot_rounds_per_client(run, plots_dir / ROUNDS_PLOT)
+        if has_availability(run):
+            plot_availability(run, plots_dir / AVAILABILITY_PLOT)
+        if has_traces(run):
+            plot_traces(run, plots_dir / TRACES_PLOT)
     path = run_dir / REPORT_FILE
     write_atomic(path, format_report(run))
     return path
@@ -141,6 +152,12 @@ def format_report(run: RunData) -> str:
     lines += ["## Clients", "", *_clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *_fidelity_table(run), ""]
+    if has_participation(run):
+        lines += participation_section(run)
+    if has_availability(run):
+        lines += availability_section(run)
+    if has_traces(run):
+        lines += traces_section(run)
     lines += ["## Plots", ""]
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]
