@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.cm
+import matplotlib.colors
 import matplotlib.patches
 import numpy as np
 from matplotlib.axes import Axes
@@ -33,6 +35,7 @@ FIG_SIZE_IN = (7.0, 4.2)           # width, height of every plot
 MAX_LABELLED_BARS = 24             # above this many bars, the compute-ratio plot drops the value labels
 MAX_ANNOTATED_HITS = 4             # above this many entries reaching the target, the stars lose their times
 MAX_MARKED_POINTS = 40             # a curve with more evaluations is drawn without point markers
+MAX_LEGEND_CLIENTS = 24            # above this many clients, the compute-ratio plot has a colour scale, no legend
 MAX_AVAILABILITY_CLIENTS = 50      # the availability plot draws the first this many clients (by rank)
 MAX_AVAILABILITY_PANELS = 4        # … for this many distinct schedules (entries with other seeds)
 MAX_TRACE_LINES = 8                # distinct traces drawn per panel of the traces plot
@@ -197,6 +200,10 @@ def plot_compute_ratio(run: RunData, path: Path) -> Path:
     ax.set_ylim(0, max(1.0, peak) * 1.1)
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.grid(False, axis="x")
+    if len(ranks) > MAX_LEGEND_CLIENTS:  # a legend this long would squeeze the axes to nothing: a colour scale
+        scale = matplotlib.cm.ScalarMappable(matplotlib.colors.Normalize(0, len(ranks) - 1), "viridis")
+        fig.colorbar(scale, ax=ax, label=f"Client (by rank: {ranks[0]} … {ranks[-1]})", ticks=[])
+        return _save(fig, path)
     handles, names = ax.get_legend_handles_labels()
     ax.legend(handles, names, title="Client (profile)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, ncols=1 if len(ranks) <= 12 else 2)
@@ -215,7 +222,7 @@ def plot_rounds_per_client(run: RunData, path: Path) -> Path:
     width = max(1, -(-(top + 1) // MAX_HISTOGRAM_BINS))  # whole rounds per bin
     bins = np.arange(-0.5, top + width + 0.5, width)
     ax.hist(list(counts.values()), bins=bins, color=[_line_style(i)["color"] for i in range(len(counts))],
-            label=[f"{label} ({len(c)} clients)" for label, c in counts.items()])
+            label=[f"{label} ({len(c)} clients)" for label, c in counts.items()], edgecolor="white", linewidth=0.6)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.grid(False, axis="x")
@@ -231,7 +238,8 @@ def plot_availability(run: RunData, path: Path) -> Path:
     schedules = availability_schedules(run)[:MAX_AVAILABILITY_PANELS]
     drawn = [sorted(s.intervals, key=sort_key)[:MAX_AVAILABILITY_CLIENTS] for s in schedules]
     heights = [0.9 + 0.11 * max(1, len(d)) for d in drawn] or [2.0]
-    fig = Figure(figsize=(FIG_SIZE_IN[0], min(16.0, 0.7 + sum(heights))), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(FIG_SIZE_IN[0], min(16.0, max(3.0, 0.7 + sum(heights)))), dpi=DPI,
+                 layout="constrained")
     axes = fig.subplots(max(1, len(schedules)), 1, squeeze=False, height_ratios=heights)[:, 0]
     fig.suptitle("Client availability: online stretches", fontsize=PLOT_STYLE["axes.titlesize"])
     if not schedules:
