@@ -1,7 +1,8 @@
 """What a run folder says about federated realism: rounds and who took part, availability, traces.
 
 The report's Participation, Availability and Traces sections (metrics/churn_report.py) and their plots
-(metrics/plots.py) read these facts from a `RunData`, and only from what the folder holds:
+(metrics/plots.py) read these facts from a `RunData` (`ChurnRecords`, and the trace functions for the
+scenario), and only from what the folder holds:
 
 - updates.jsonl: presence rows `{"client", "time_s", "presence": "offline"|"online"}` (a client offline
   at t = 0 has an "offline" row at 0; a client with no rows was online throughout), a row per round draw
@@ -9,17 +10,19 @@ The report's Participation, Availability and Traces sections (metrics/churn_repo
   again: one row per try) and per round close `{"client": -1, "round", "contributors"}`;
 - clients.jsonl: `rounds` (rounds the client reported in; a synchronous entry leaves it out for a client
   that reported in none) and `offline_s`;
+- metrics.jsonl: each entry's last evaluation;
 - scenario.yaml (resolved): each client's `profile` (`{kind: trace, steps}`: a device-speed trace) and
   `link`, over the scenario's `links` (`trace: [[t, rate_mbps, latency_ms], …]`, with `up`/`down`
   overrides resolved as `Scenario.client_links` does).
 
-An old folder has none of these: every function then returns an empty result, and the report has no
-such section. An entry's end is its last evaluation (every runtime evaluates the final model at the
+An old folder has none of these: every answer is then empty, and the report has no such section.
+An entry's end is its last evaluation (every runtime evaluates the final model at the
 entry's end), else its last logged row, else the scenario's time budget.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from edgesync.metrics.formatting import RunData, num, sort_key
@@ -27,40 +30,7 @@ from edgesync.metrics.formatting import RunData, num, sort_key
 DIRECTIONS = ("up", "down")
 
 
-# ---------------------------------------------------------------------------------------------- entries
-
-def entry_labels(run: RunData) -> list[str]:
-    """Every entry label of the folder: the summary's order, then any other label its rows name."""
-    labels = list(run.labels)
-    for row in (*run.clients, *run.updates):
-        label = row.get("algorithm")
-        if label is not None and str(label) not in labels:
-            labels.append(str(label))
-    return labels
-
-
-def entry_end(run: RunData, label: str) -> float | None:
-    """The entry's length in seconds (see the module docstring), None when nothing says."""
-    evals = [num(r.get("time_s")) for r in run.metrics if str(r.get("algorithm")) == label]
-    rows = [num(r.get("time_s")) for r in run.updates if str(r.get("algorithm")) == label]
-    for times in (evals, rows):
-        times = [t for t in times if t is not None]
-        if times:
-            return float(max(times))
-    budget = num((run.scenario.get("stop") or {}).get("time_budget_s")) if isinstance(
-        run.scenario.get("stop"), dict) else None
-    return None if budget is None else float(budget)
-
-
-def entry_clients(run: RunData, label: str) -> list[Any]:
-    """The entry's client ranks: from its clients.jsonl rows, its presence rows and the scenario's list."""
-    ranks = {r.get("client") for r in run.clients if str(r.get("algorithm")) == label}
-    ranks |= {r.get("client") for r in _presence_rows(run, label)}
-    ranks |= set(range(len(scenario_clients(run.scenario))))
-    return sorted((r for r in ranks if r is not None), key=sort_key)
-
-
-# ---------------------------------------------------------------------------------------------- rounds
+# ---------------------------------------------------------------------------------------------- records
 
 @dataclass
 class Participation:
@@ -78,69 +48,6 @@ class Participation:
         return [c for c, n in self.per_client.items() if n == 0]
 
 
-def participation(run: RunData) -> dict[str, Participation]:
-    """label -> its rounds, for every entry whose clients carry `rounds` or that logged round rows."""
-    out = {}
-    for label in entry_labels(run):
-        draws = [r for r in run.updates if str(r.get("algorithm")) == label and isinstance(r.get("participants"), list)]
-        closes = [r for r in run.updates if str(r.get("algorithm")) == label and isinstance(r.get("contributors"), list)]
-        rows = [r for r in run.clients if str(r.get("algorithm")) == label]
-        if not draws and not closes and not any(num(r.get("rounds")) is not None for r in rows):
-            continue
-        per_client = {c: 0 for c in entry_clients(run, label)}
-        for r in rows:
-            per_client[r.get("client")] = int(num(r.get("rounds")) or 0)
-        out[label] = Participation(
-            rounds=len({r.get("round") for r in draws}),
-            drawn=[len(r["participants"]) for r in draws],
-            online=[int(num(r.get("online"))) for r in draws if num(r.get("online")) is not None],
-            reported=[len(r["contributors"]) for r in closes],
-            per_client=per_client)
-    return out
-
-
-def most_and_least(per_client: dict[Any, int], n: int) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
-    """The `n` clients that took part most often and the `n` least often (ties: lower rank first)."""
-    ranked = sorted(per_client.items(), key=lambda item: (-item[1], sort_key(item[0])))
-    least = sorted(per_client.items(), key=lambda item: (item[1], sort_key(item[0])))
-    return ranked[:n], least[:n]
-
-
-# ---------------------------------------------------------------------------------------------- availability
-
-def offline_times(run: RunData) -> dict[str, dict[Any, float]]:
-    """label -> rank -> seconds offline (clients.jsonl's `offline_s`), for every entry in which some client
-    was offline (a positive `offline_s`, or presence rows)."""
-    out = {}
-    for label in entry_labels(run):
-        times = {r.get("client"): float(num(r.get("offline_s")))
-                 for r in run.clients if str(r.get("algorithm")) == label and num(r.get("offline_s")) is not None}
-        if times and (any(t > 0 for t in times.values()) or _presence_rows(run, label)):
-            out[label] = times
-    return out
-
-
-def online_intervals(run: RunData, label: str, end: float) -> dict[Any, list[tuple[float, float]]]:
-    """Each client's online stretches (start, end) in the entry, from its presence rows, up to `end`; a
-    client with no presence rows was online from 0 to `end`."""
-    since: dict[Any, float | None] = {c: 0.0 for c in entry_clients(run, label)}
-    out: dict[Any, list[tuple[float, float]]] = {c: [] for c in since}
-    for r in sorted(_presence_rows(run, label), key=lambda r: num(r.get("time_s")) or 0.0):  # stable
-        c, t = r.get("client"), float(num(r.get("time_s")) or 0.0)
-        if r["presence"] == "offline":
-            start = since.get(c, 0.0)
-            if start is not None and t > start:
-                out.setdefault(c, []).append((start, t))
-            since[c] = None
-        else:
-            if since.get(c) is None:
-                since[c] = t
-    for c, start in since.items():
-        if start is not None and end > start:
-            out.setdefault(c, []).append((start, end))
-    return out
-
-
 @dataclass
 class Schedule:
     """Entries whose clients were online at the same times, and those times (from the longest of them)."""
@@ -151,36 +58,153 @@ class Schedule:
     intervals: dict[Any, list[tuple[float, float]]]
 
 
-def availability_schedules(run: RunData) -> list[Schedule]:
-    """The distinct availability schedules of the entries that logged presence rows, in report order.
-    Every entry of a scenario faces the same periods (drawn from seed and rank), so one schedule unless
-    entries differ in seed; two entries are the same schedule when their online stretches agree up to
-    the shorter one's end."""
-    schedules: list[Schedule] = []
-    for label in entry_labels(run):
-        if not _presence_rows(run, label):
-            continue
-        end = entry_end(run, label) or max(float(num(r.get("time_s")) or 0.0) for r in _presence_rows(run, label))
-        intervals = online_intervals(run, label, end)
-        for s in schedules:
-            horizon = min(s.end, end)
-            if _clipped(s.intervals, horizon) == _clipped(intervals, horizon):
-                s.labels.append(label)
-                if end > s.end:
-                    s.drawn_from, s.end, s.intervals = label, end, intervals
-                break
-        else:
-            schedules.append(Schedule([label], label, end, intervals))
-    return schedules
+class ChurnRecords:
+    """A run folder's rounds and presence rows, sorted by entry in one pass over its rows (updates.jsonl
+    runs to a row per applied update: hundreds of thousands), and what the report says of them."""
+
+    def __init__(self, run: RunData):
+        self.run = run
+        self.labels: list[str] = list(run.labels)  # the summary's order, then any other label the rows name
+        self._presence: dict[str, list[dict]] = {}
+        self._draws: dict[str, list[dict]] = {}
+        self._closes: dict[str, list[dict]] = {}
+        self._last_row: dict[str, float] = {}
+        for r in run.updates:
+            label = self._label(r)
+            t = num(r.get("time_s"))
+            if t is not None:
+                self._last_row[label] = max(t, self._last_row.get(label, t))
+            if r.get("presence") in ("online", "offline") and t is not None:
+                self._presence.setdefault(label, []).append(r)
+            elif isinstance(r.get("participants"), list):
+                self._draws.setdefault(label, []).append(r)
+            elif isinstance(r.get("contributors"), list):
+                self._closes.setdefault(label, []).append(r)
+        self._clients: dict[str, list[dict]] = {}
+        for r in run.clients:
+            self._clients.setdefault(self._label(r), []).append(r)
+        self._evals_end: dict[str, float] = {}
+        for r in run.metrics:
+            t = num(r.get("time_s"))
+            if t is not None:
+                label = str(r.get("algorithm"))
+                self._evals_end[label] = max(t, self._evals_end.get(label, t))
+
+    def _label(self, row: dict) -> str:
+        label = str(row.get("algorithm"))
+        if label not in self.labels:
+            self.labels.append(label)
+        return label
+
+    # -- entries -----------------------------------------------------------------------------------
+    def end(self, label: str) -> float | None:
+        """The entry's length in seconds (see the module docstring), None when nothing says."""
+        for ends in (self._evals_end, self._last_row):
+            if label in ends:
+                return float(ends[label])
+        stop = self.run.scenario.get("stop")
+        budget = num(stop.get("time_budget_s")) if isinstance(stop, dict) else None
+        return None if budget is None else float(budget)
+
+    @property
+    def horizon(self) -> float | None:
+        """The longest entry's end: how far a plot of the whole run reaches."""
+        ends = [e for e in map(self.end, self.labels) if e is not None]
+        return max(ends) if ends else None
+
+    def clients(self, label: str) -> list[Any]:
+        """The entry's client ranks: from its clients.jsonl rows, its presence rows and the scenario's list."""
+        ranks = {r.get("client") for r in self._clients.get(label, ())}
+        ranks |= {r.get("client") for r in self._presence.get(label, ())}
+        ranks |= set(range(len(scenario_clients(self.run.scenario))))
+        return sorted((r for r in ranks if r is not None), key=sort_key)
+
+    # -- rounds ------------------------------------------------------------------------------------
+    @cached_property
+    def participation(self) -> dict[str, Participation]:
+        """label -> its rounds, for every entry whose clients carry `rounds` or that logged round rows."""
+        out = {}
+        for label in self.labels:
+            draws, closes = self._draws.get(label, []), self._closes.get(label, [])
+            rows = self._clients.get(label, [])
+            if not draws and not closes and not any(num(r.get("rounds")) is not None for r in rows):
+                continue
+            per_client = {c: 0 for c in self.clients(label)}
+            for r in rows:
+                per_client[r.get("client")] = int(num(r.get("rounds")) or 0)
+            out[label] = Participation(
+                rounds=len({r.get("round") for r in draws}),
+                drawn=[len(r["participants"]) for r in draws],
+                online=[int(num(r.get("online"))) for r in draws if num(r.get("online")) is not None],
+                reported=[len(r["contributors"]) for r in closes],
+                per_client=per_client)
+        return out
+
+    # -- availability ------------------------------------------------------------------------------
+    @cached_property
+    def offline_times(self) -> dict[str, dict[Any, float]]:
+        """label -> rank -> seconds offline (clients.jsonl's `offline_s`), for every entry in which some
+        client was offline (a positive `offline_s`, or presence rows)."""
+        out = {}
+        for label in self.labels:
+            times = {r.get("client"): float(num(r.get("offline_s")))
+                     for r in self._clients.get(label, ()) if num(r.get("offline_s")) is not None}
+            if times and (any(t > 0 for t in times.values()) or label in self._presence):
+                out[label] = times
+        return out
+
+    def online_intervals(self, label: str, end: float) -> dict[Any, list[tuple[float, float]]]:
+        """Each client's online stretches (start, end) in the entry, from its presence rows, up to `end`;
+        a client with no presence rows was online from 0 to `end`."""
+        since: dict[Any, float | None] = {c: 0.0 for c in self.clients(label)}
+        out: dict[Any, list[tuple[float, float]]] = {c: [] for c in since}
+        for r in sorted(self._presence.get(label, ()), key=lambda r: r["time_s"]):  # stable: file order at ties
+            c, t = r.get("client"), float(r["time_s"])
+            if r["presence"] == "offline":
+                start = since.get(c, 0.0)
+                if start is not None and t > start:
+                    out.setdefault(c, []).append((start, t))
+                since[c] = None
+            elif since.get(c) is None:
+                since[c] = t
+        for c, start in since.items():
+            if start is not None and end > start:
+                out.setdefault(c, []).append((start, end))
+        return out
+
+    @cached_property
+    def schedules(self) -> list[Schedule]:
+        """The distinct availability schedules of the entries that logged presence rows, in report order.
+        Every entry of a scenario faces the same periods (drawn from seed and rank), so one schedule
+        unless entries differ in seed; two entries are the same schedule when their online stretches
+        agree up to the shorter one's end."""
+        schedules: list[Schedule] = []
+        for label in self.labels:
+            if label not in self._presence:
+                continue
+            end = self.end(label)
+            intervals = self.online_intervals(label, end)
+            for s in schedules:
+                horizon = min(s.end, end)
+                if _clipped(s.intervals, horizon) == _clipped(intervals, horizon):
+                    s.labels.append(label)
+                    if end > s.end:
+                        s.drawn_from, s.end, s.intervals = label, end, intervals
+                    break
+            else:
+                schedules.append(Schedule([label], label, end, intervals))
+        return schedules
+
+
+def most_and_least(per_client: dict[Any, int], n: int) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
+    """The `n` clients that took part most often and the `n` least often (ties: lower rank first)."""
+    ranked = sorted(per_client.items(), key=lambda item: (-item[1], sort_key(item[0])))
+    least = sorted(per_client.items(), key=lambda item: (item[1], sort_key(item[0])))
+    return ranked[:n], least[:n]
 
 
 def _clipped(intervals: dict[Any, list[tuple[float, float]]], horizon: float) -> dict[Any, list]:
     return {c: [(s, min(e, horizon)) for s, e in iv if s < horizon] for c, iv in intervals.items()}
-
-
-def _presence_rows(run: RunData, label: str) -> list[dict]:
-    return [r for r in run.updates if str(r.get("algorithm")) == label and r.get("presence") in ("online", "offline")
-            and num(r.get("time_s")) is not None]
 
 
 # ---------------------------------------------------------------------------------------------- traces
@@ -252,8 +276,3 @@ def ranks_text(ranks: list[Any]) -> str:
         i = j + 1
     return ", ".join(parts)
 
-
-def run_horizon(run: RunData) -> float | None:
-    """The longest entry's end: how far a plot of the whole run reaches."""
-    ends = [e for e in (entry_end(run, label) for label in entry_labels(run)) if e is not None]
-    return max(ends) if ends else None

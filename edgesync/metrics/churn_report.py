@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgesync.metrics.churn import (availability_schedules, device_traces, entry_clients, entry_end, link_traces,
-                                    most_and_least, offline_times, participation, ranks_text)
+from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces, most_and_least, ranks_text
 from edgesync.metrics.formatting import NONE, RunData, num, secs
 from edgesync.metrics.plots import MAX_AVAILABILITY_CLIENTS, MAX_AVAILABILITY_PANELS, MAX_TRACE_LINES
 from edgesync.metrics.recorder import PLOTS_DIR
@@ -40,16 +39,16 @@ TRACES_NOTE = (
     "Emulation fidelity table is one figure over the whole run (median step times), not a time series.")
 
 
-def has_participation(run: RunData) -> bool:
-    return bool(participation(run) or offline_times(run))
+def has_participation(churn: ChurnRecords) -> bool:
+    return bool(churn.participation or churn.offline_times)
 
 
-def needs_rounds_histogram(run: RunData) -> bool:
-    return any(len(p.per_client) > MAX_CLIENT_ROWS for p in participation(run).values())
+def needs_rounds_histogram(churn: ChurnRecords) -> bool:
+    return any(len(p.per_client) > MAX_CLIENT_ROWS for p in churn.participation.values())
 
 
-def has_availability(run: RunData) -> bool:
-    return bool(availability_schedules(run))
+def has_availability(churn: ChurnRecords) -> bool:
+    return bool(churn.schedules)
 
 
 def has_traces(run: RunData) -> bool:
@@ -58,9 +57,9 @@ def has_traces(run: RunData) -> bool:
 
 # ---------------------------------------------------------------------------------------------- sections
 
-def participation_section(run: RunData) -> list[str]:
+def participation_section(churn: ChurnRecords) -> list[str]:
     """Rounds per entry, offline time per entry, and per client a row (few clients) or a summary (many)."""
-    parts, offline = participation(run), offline_times(run)
+    parts, offline = churn.participation, churn.offline_times
     lines = ["## Participation", "", PARTICIPATION_NOTE, ""]
     if parts:
         header = ["Entry", "Rounds drawn", "Drawn per round", "Online at draw", "Reported per round",
@@ -80,15 +79,15 @@ def participation_section(run: RunData) -> list[str]:
                   "Mean share of the run", "Max share"]
         rows = []
         for label, times in offline.items():
-            end = entry_end(run, label)
+            end = churn.end(label)
             shares = [t / end for t in times.values()] if end else []
             rows.append([_code(label), f"{sum(t > 0 for t in times.values())} of {len(times)}",
                          secs(_mean(list(times.values()))), secs(max(times.values())),
                          _share(_mean(shares)), _share(max(shares, default=None))])
         lines += _md_table(header, rows, "lrrrrr") + [""]
     labels = list(dict.fromkeys([*parts, *offline]))
-    if all(len(entry_clients(run, label)) <= MAX_CLIENT_ROWS for label in labels):
-        lines += _per_client_table(run, labels, parts, offline) + [""]
+    if all(len(churn.clients(label)) <= MAX_CLIENT_ROWS for label in labels):
+        lines += _per_client_table(churn, labels) + [""]
     else:
         for label, p in parts.items():
             most, least = most_and_least(p.per_client, EXTREMES)
@@ -99,8 +98,8 @@ def participation_section(run: RunData) -> list[str]:
     return lines
 
 
-def availability_section(run: RunData) -> list[str]:
-    schedules = availability_schedules(run)
+def availability_section(churn: ChurnRecords) -> list[str]:
+    schedules = churn.schedules
     if len(schedules) == 1 and len(schedules[0].labels) > 1:
         same = (f"Every entry faced the same schedule (checked: their presence rows agree), so one panel is "
                 f"drawn, from {_code(schedules[0].drawn_from)}.")
@@ -136,13 +135,14 @@ def traces_section(run: RunData) -> list[str]:
             f"![Device and link traces]({PLOTS_DIR}/{TRACES_PLOT})", ""]
 
 
-def _per_client_table(run: RunData, labels: list[str], parts: dict, offline: dict) -> list[str]:
+def _per_client_table(churn: ChurnRecords, labels: list[str]) -> list[str]:
     header = ["Entry", "Client", "Rounds", "Offline (s)", "Offline share", "Lost", "Rejoined"]
+    parts, offline = churn.participation, churn.offline_times
     rows = []
     for label in labels:
-        end = entry_end(run, label)
-        by_rank = {r.get("client"): r for r in run.clients if str(r.get("algorithm")) == label}
-        for rank in entry_clients(run, label):
+        end = churn.end(label)
+        by_rank = {r.get("client"): r for r in churn.run.clients if str(r.get("algorithm")) == label}
+        for rank in churn.clients(label):
             row = by_rank.get(rank, {})
             off = offline.get(label, {}).get(rank)
             rows.append([_code(label), str(rank),

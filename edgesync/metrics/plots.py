@@ -25,8 +25,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from edgesync.metrics.churn import (availability_schedules, device_traces, link_traces, participation,
-                                    ranks_text, run_horizon)
+from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces, ranks_text
 from edgesync.metrics.formatting import RunData, num, pct, secs, sort_key
 from edgesync.metrics.summary import compute_ratio
 
@@ -210,9 +209,10 @@ def plot_compute_ratio(run: RunData, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_rounds_per_client(run: RunData, path: Path) -> Path:
-    """Histogram of the rounds each client reported in, one bar colour per synchronous entry."""
-    parts = participation(run)
+def plot_rounds_per_client(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
+    """Histogram of the rounds each client reported in, one bar colour per synchronous entry (`churn`: the
+    run's records, when the caller has them already)."""
+    parts = (churn or ChurnRecords(run)).participation
     fig, ax = _new_plot("Rounds each client took part in", "Rounds reported in", "Clients")
     counts = {label: list(p.per_client.values()) for label, p in parts.items() if p.per_client}
     if not counts:
@@ -231,11 +231,11 @@ def plot_rounds_per_client(run: RunData, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_availability(run: RunData, path: Path) -> Path:
+def plot_availability(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
     """Each client's online stretches (bars) over time, from the presence rows: one panel per distinct
     schedule (every entry faces the same one unless seeds differ), the first MAX_AVAILABILITY_CLIENTS
     clients by rank."""
-    schedules = availability_schedules(run)[:MAX_AVAILABILITY_PANELS]
+    schedules = (churn or ChurnRecords(run)).schedules[:MAX_AVAILABILITY_PANELS]
     drawn = [sorted(s.intervals, key=sort_key)[:MAX_AVAILABILITY_CLIENTS] for s in schedules]
     heights = [0.9 + 0.11 * max(1, len(d)) for d in drawn] or [2.0]
     fig = Figure(figsize=(FIG_SIZE_IN[0], min(16.0, max(3.0, 0.7 + sum(heights)))), dpi=DPI,
@@ -264,7 +264,7 @@ def plot_availability(run: RunData, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_traces(run: RunData, path: Path) -> Path:
+def plot_traces(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
     """The scenario's traces over time, as step plots: each traced device's factor, each traced link's
     rate and latency (up and down drawn apart where they differ). Clients with the same trace share a line."""
     device, links = device_traces(run.scenario), link_traces(run.scenario)
@@ -273,7 +273,7 @@ def plot_traces(run: RunData, path: Path) -> Path:
     axes = fig.subplots(max(1, len(panels)), 1, sharex=True, squeeze=False)[:, 0]
     axes[0].set_title("Device and link traces (as the scenario sets them)")
     rows = [r for t in device.values() for r in t] + [r for t in links.values() for d in t.values() for r in d]
-    horizon = run_horizon(run) or (max((r[0] for r in rows), default=0.0) + 1.0)
+    horizon = (churn or ChurnRecords(run)).horizon or (max((r[0] for r in rows), default=0.0) + 1.0)
     if not panels:
         _no_data(axes[0], "no traces in the scenario")
     by_panel = dict(zip(panels, axes))

@@ -25,6 +25,7 @@ import matplotlib
 import yaml
 
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
+from edgesync.metrics.churn import ChurnRecords
 from edgesync.metrics.churn_report import (AVAILABILITY_PLOT, ROUNDS_PLOT, TRACES_PLOT, availability_section,
                                            has_availability, has_participation, has_traces,
                                            needs_rounds_histogram, participation_section, traces_section)
@@ -53,6 +54,7 @@ def render_report(run_dir: Path) -> Path:
     run = load_run(run_dir)
     plots_dir = run_dir / PLOTS_DIR
     plots_dir.mkdir(parents=True, exist_ok=True)
+    churn = ChurnRecords(run)
     with matplotlib.rc_context(PLOT_STYLE):
         plot_accuracy(run, "time_s", plots_dir / "accuracy_vs_time.png")
         plot_accuracy(run, "updates", plots_dir / "accuracy_vs_updates.png")
@@ -60,14 +62,14 @@ def render_report(run_dir: Path) -> Path:
         plot_compute_ratio(run, plots_dir / "compute_ratio.png")
         if run.has_staleness:
             plot_staleness(run, plots_dir / STALENESS_PLOT)
-        if needs_rounds_histogram(run):
-            plot_rounds_per_client(run, plots_dir / ROUNDS_PLOT)
-        if has_availability(run):
-            plot_availability(run, plots_dir / AVAILABILITY_PLOT)
+        if needs_rounds_histogram(churn):
+            plot_rounds_per_client(run, plots_dir / ROUNDS_PLOT, churn)
+        if has_availability(churn):
+            plot_availability(run, plots_dir / AVAILABILITY_PLOT, churn)
         if has_traces(run):
-            plot_traces(run, plots_dir / TRACES_PLOT)
+            plot_traces(run, plots_dir / TRACES_PLOT, churn)
     path = run_dir / REPORT_FILE
-    write_atomic(path, format_report(run))
+    write_atomic(path, format_report(run, churn))
     return path
 
 
@@ -138,8 +140,9 @@ def _algorithm_names(scenario: dict) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- report.md
 
-def format_report(run: RunData) -> str:
-    """The text of report.md."""
+def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
+    """The text of report.md (`churn`: the run's rounds and presence records, when the caller has them)."""
+    churn = churn or ChurnRecords(run)
     lines = [f"# {run.name}", "", _setup_paragraph(run), ""]
     if run.aggregates:
         lines += ["## Comparison over seeds", "", SEEDS_NOTE, "", *_seeds_table(run), ""]
@@ -152,10 +155,10 @@ def format_report(run: RunData) -> str:
     lines += ["## Clients", "", *_clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *_fidelity_table(run), ""]
-    if has_participation(run):
-        lines += participation_section(run)
-    if has_availability(run):
-        lines += availability_section(run)
+    if has_participation(churn):
+        lines += participation_section(churn)
+    if has_availability(churn):
+        lines += availability_section(churn)
     if has_traces(run):
         lines += traces_section(run)
     lines += ["## Plots", ""]

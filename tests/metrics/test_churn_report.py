@@ -8,7 +8,7 @@ import struct
 import pytest
 import yaml
 
-from edgesync.metrics.churn import availability_schedules, device_traces, link_traces, online_intervals
+from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces
 from edgesync.metrics.recorder import read_jsonl, to_plain
 from edgesync.metrics.report import load_run, render_report
 from edgesync.scenario import scenario_from_dict
@@ -110,11 +110,11 @@ def test_participation_section_tabulates_rounds_offline_time_and_each_client(tmp
 
 
 def test_availability_is_rebuilt_from_presence_rows_and_drawn_once_for_entries_that_share_it(tmp_path):
-    run = load_run(few_clients_folder(tmp_path))
+    churn = ChurnRecords(load_run(few_clients_folder(tmp_path)))
 
-    assert online_intervals(run, "local_sgd", 10.0) == {0: [(0.0, 10.0)], 1: [(0.0, 10.0)], 2: [(4.0, 7.6)],
-                                                        3: [(0.0, 6.0)]}
-    [schedule] = availability_schedules(run)
+    assert churn.online_intervals("local_sgd", 10.0) == {0: [(0.0, 10.0)], 1: [(0.0, 10.0)], 2: [(4.0, 7.6)],
+                                                         3: [(0.0, 6.0)]}
+    [schedule] = churn.schedules
     assert schedule.labels == ["local_sgd", "asgd"]
     text = render_report(tmp_path).read_text()
     assert "Every entry faced the same schedule (checked: their presence rows agree)" in text
@@ -130,7 +130,7 @@ def test_entries_with_other_seeds_get_a_panel_each_and_a_shorter_entry_joins_a_l
     scenario = {"name": "seeds", "clients": [{} for _ in range(4)]}
     run_dir = _write(tmp_path, scenario, metrics, updates=updates)
     # Execute
-    schedules = availability_schedules(load_run(run_dir))
+    schedules = ChurnRecords(load_run(run_dir)).schedules
     text = render_report(run_dir).read_text()
     # Assert
     assert [(s.labels, s.drawn_from, s.end) for s in schedules] == [
@@ -271,9 +271,10 @@ def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path, cache_in_tmp)
     run_scenario(scenario, out, progress=False)
     text = (out / "report.md").read_text()
     run = load_run(out)
+    churn = ChurnRecords(run)
     # Assert: the presence rows and clients.jsonl's offline time tell the same story
     for label in ("local_sgd", "asgd"):
-        intervals = online_intervals(run, label, 1.0)
+        intervals = churn.online_intervals(label, 1.0)
         for row in (r for r in run.clients if r["algorithm"] == label):
             online = sum(e - s for s, e in intervals[row["client"]])
             assert online + row["offline_s"] == pytest.approx(1.0, abs=1e-5), (label, row["client"])
