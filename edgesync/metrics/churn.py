@@ -9,7 +9,8 @@ scenario), and only from what the folder holds:
   `{"client": -1, "round", "participants", "online"}` (a round whose participants all left is drawn
   again: one row per try) and per round close `{"client": -1, "round", "contributors"}`;
 - clients.jsonl: `rounds` (rounds the client reported in; a synchronous entry leaves it out for a client
-  that reported in none) and `offline_s`;
+  that reported in none), `offline_s`, and a traced device's `step_timeline` ([[t, step seconds], …],
+  sampled) with `base_step_s`;
 - metrics.jsonl: each entry's last evaluation;
 - scenario.yaml (resolved): each client's `profile` (`{kind: trace, steps}`: a device-speed trace) and
   `link`, over the scenario's `links` (`trace: [[t, rate_mbps, latency_ms], …]`, with `up`/`down`
@@ -194,6 +195,24 @@ class ChurnRecords:
             else:
                 schedules.append(Schedule([label], label, end, intervals))
         return schedules
+
+    # -- traces ------------------------------------------------------------------------------------
+    @cached_property
+    def achieved_factors(self) -> dict[Any, tuple[str, list[tuple[float, float]]]]:
+        """rank -> (entry, [(t, step seconds / base step), …]) for each traced device whose steps
+        clients.jsonl records (`step_timeline`, sampled) with the run's `base_step_s`: how its steps
+        followed its trace, from the first entry that has them."""
+        out = {}
+        for label in self.labels:
+            for r in self._clients.get(label, ()):
+                base, timeline = num(r.get("base_step_s")), r.get("step_timeline")
+                if r.get("client") in out or not base or not isinstance(timeline, list):
+                    continue
+                points = [(float(p[0]), float(p[1]) / base) for p in timeline
+                          if isinstance(p, list) and len(p) == 2 and None not in (num(p[0]), num(p[1]))]
+                if points:
+                    out[r.get("client")] = (label, points)
+        return out
 
 
 def most_and_least(per_client: dict[Any, int], n: int) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:

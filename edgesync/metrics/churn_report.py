@@ -35,8 +35,11 @@ TRACES_NOTE = (
     "The traces as scenario.yaml sets them, piecewise constant from each row's time (every entry faces "
     "them from its own start); clients with the same trace share a line, and a link's up and down are "
     "drawn apart (dashed: down) where they differ. Before a device trace's first row the device runs at ×1; "
-    "before a link trace's first row the link keeps its own setting (not drawn). The achieved factor of the "
-    "Emulation fidelity table is one figure over the whole run (median step times), not a time series.")
+    "before a link trace's first row the link keeps its own setting (not drawn). A whole-run achieved factor "
+    "(the Emulation fidelity table's, from median step times) is one figure, not a time series: not drawn here.")
+TIMELINE_NOTE = ("Dots: the steps a traced device recorded (clients.jsonl's `step_timeline`, sampled), each "
+                 "one's seconds over the run's base step (`base_step_s`), from the first entry that has them: "
+                 "how its steps followed the trace.")
 
 
 def has_participation(churn: ChurnRecords) -> bool:
@@ -118,7 +121,7 @@ def availability_section(churn: ChurnRecords) -> list[str]:
             f"![Client availability: online stretches]({PLOTS_DIR}/{AVAILABILITY_PLOT})", ""]
 
 
-def traces_section(run: RunData) -> list[str]:
+def traces_section(run: RunData, churn: ChurnRecords) -> list[str]:
     device, links = device_traces(run.scenario), link_traces(run.scenario)
     which = []
     if device:
@@ -131,7 +134,8 @@ def traces_section(run: RunData) -> list[str]:
                    len({(tuple(t.get("up", ())), tuple(t.get("down", ()))) for t in links.values()}))
     capped = (f" Each panel draws the first {MAX_TRACE_LINES} distinct traces." if distinct > MAX_TRACE_LINES
               else "")
-    return ["## Traces", "", f"{TRACES_NOTE} In this run, {'; '.join(which)}.{capped}", "",
+    timeline = f" {TIMELINE_NOTE}" if any(rank in device for rank in churn.achieved_factors) else ""
+    return ["## Traces", "", f"{TRACES_NOTE}{timeline} In this run, {'; '.join(which)}.{capped}", "",
             f"![Device and link traces]({PLOTS_DIR}/{TRACES_PLOT})", ""]
 
 

@@ -267,21 +267,29 @@ def plot_availability(run: RunData, path: Path, churn: ChurnRecords | None = Non
 def plot_traces(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
     """The scenario's traces over time, as step plots: each traced device's factor, each traced link's
     rate and latency (up and down drawn apart where they differ). Clients with the same trace share a line."""
+    churn = churn or ChurnRecords(run)
     device, links = device_traces(run.scenario), link_traces(run.scenario)
     panels = (["factor"] if device else []) + (["rate", "latency"] if links else [])
     fig = Figure(figsize=(FIG_SIZE_IN[0], 1.0 + 1.8 * max(1, len(panels))), dpi=DPI, layout="constrained")
     axes = fig.subplots(max(1, len(panels)), 1, sharex=True, squeeze=False)[:, 0]
     axes[0].set_title("Device and link traces (as the scenario sets them)")
     rows = [r for t in device.values() for r in t] + [r for t in links.values() for d in t.values() for r in d]
-    horizon = (churn or ChurnRecords(run)).horizon or (max((r[0] for r in rows), default=0.0) + 1.0)
+    horizon = churn.horizon or (max((r[0] for r in rows), default=0.0) + 1.0)
     if not panels:
         _no_data(axes[0], "no traces in the scenario")
     by_panel = dict(zip(panels, axes))
     if device:
         ax = by_panel["factor"]
         groups = _grouped({rank: tuple(t) for rank, t in device.items()})
+        achieved = churn.achieved_factors
         for i, (trace, ranks) in enumerate(groups[:MAX_TRACE_LINES]):
-            _step(ax, trace, 1, horizon, color=_line_style(i)["color"], label=_clients_label(ranks))
+            color = _line_style(i)["color"]
+            _step(ax, trace, 1, horizon, color=color, label=_clients_label(ranks))
+            for rank in (r for r in ranks if r in achieved):  # what its steps took, over the base step
+                label, points = achieved[rank]
+                ax.plot(*zip(*points), linestyle="none", marker="o", markersize=2.5, alpha=0.7, zorder=3,
+                        markerfacecolor="0.15", markeredgecolor=color, markeredgewidth=0.5,
+                        label=f"client {rank}: step / base step ({label})")
         ax.set_ylabel("Device factor (×)")
         ax.set_ylim(bottom=0)
         _trace_legend(ax, len(groups))

@@ -160,7 +160,7 @@ def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
     if has_availability(churn):
         lines += availability_section(churn)
     if has_traces(run):
-        lines += traces_section(run)
+        lines += traces_section(run, churn)
     lines += ["## Plots", ""]
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]

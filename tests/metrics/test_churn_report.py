@@ -199,8 +199,11 @@ def test_link_traces_resolve_as_the_scenario_does():
 
 
 def test_traces_section_and_plot_only_with_traces(tmp_path):
+    # client 0's device recorded three of its steps: 10 ms at 0.5 s, 11 ms at 1.5 s, 50 ms at 3.5 s
+    timeline = {"step_timeline": [[0.5, 0.01], [1.5, 0.011], [3.5, 0.05]]}
     traced = _write(tmp_path / "traced", TRACED, _evals(["asgd"], 5.0, 1.0),
-                    [_client("asgd", c, achieved_factor=1.0 + c) for c in range(4)])
+                    [_client("asgd", c, base_step_s=0.01, achieved_factor=1.0, **(timeline if c == 0 else {}))
+                     for c in range(4)])
     plain = _write(tmp_path / "plain", {**TRACED, "links": None, "clients": [{"profile": "x1"}, {}]},
                    _evals(["asgd"], 5.0, 1.0), [_client("asgd", c) for c in range(2)])
 
@@ -209,7 +212,11 @@ def test_traces_section_and_plot_only_with_traces(tmp_path):
 
     assert "## Traces" in text
     assert ("In this run, device traces: client 0; link traces: clients 0–3 (up and down differ for 1).") in text
-    assert "one figure over the whole run (median step times), not a time series" in text
+    assert "is one figure, not a time series: not drawn here" in text
+    assert "Dots: the steps a traced device recorded (clients.jsonl's `step_timeline`, sampled)" in text
+    [(rank, (label, points))] = ChurnRecords(load_run(traced)).achieved_factors.items()
+    assert (rank, label) == (0, "asgd") and [t for t, _ in points] == [0.5, 1.5, 3.5]
+    assert [f for _, f in points] == pytest.approx([1.0, 1.1, 5.0])
     assert "![Device and link traces](plots/traces.png)" in text
     _assert_png(traced / "plots" / "traces.png", min_bytes=20_000)
     assert "## Traces" not in plain_text and not (plain / "plots" / "traces.png").exists()
