@@ -7,7 +7,8 @@ finished or a crashed run can be re-plotted at any time:
                print(render_report(Path('runs/fmnist-4x')))"
 
 Accuracies are fractions in [0, 1] in the files and are shown in percent. This module loads the folder
-and writes report.md; the plots are drawn by `edgesync.metrics.plots`.
+and writes report.md; the plots are drawn by `edgesync.metrics.plots`, the sections on participation,
+availability and traces written by `edgesync.metrics.churn_report`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ import matplotlib
 import yaml
 
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
+from edgesync.metrics.churn import ChurnRecords
+from edgesync.metrics.churn_report import (AVAILABILITY_PLOT, ROUNDS_PLOT, TRACES_PLOT, availability_section,
+                                           has_availability, has_participation, has_traces,
+                                           needs_rounds_histogram, participation_section, traces_section)
 from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
-from edgesync.metrics.plots import PLOT_STYLE, plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
+from edgesync.metrics.plots import (PLOT_STYLE, plot_accuracy, plot_availability, plot_bytes, plot_compute_ratio,
+                                    plot_rounds_per_client, plot_staleness, plot_traces)
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
                                        SUMMARY_FILE, TUNING_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
@@ -48,6 +54,7 @@ def render_report(run_dir: Path) -> Path:
     run = load_run(run_dir)
     plots_dir = run_dir / PLOTS_DIR
     plots_dir.mkdir(parents=True, exist_ok=True)
+    churn = ChurnRecords(run)
     with matplotlib.rc_context(PLOT_STYLE):
         plot_accuracy(run, "time_s", plots_dir / "accuracy_vs_time.png")
         plot_accuracy(run, "updates", plots_dir / "accuracy_vs_updates.png")
@@ -55,8 +62,14 @@ def render_report(run_dir: Path) -> Path:
         plot_compute_ratio(run, plots_dir / "compute_ratio.png")
         if run.has_staleness:
             plot_staleness(run, plots_dir / STALENESS_PLOT)
+        if needs_rounds_histogram(churn):
+            plot_rounds_per_client(run, plots_dir / ROUNDS_PLOT, churn)
+        if has_availability(churn):
+            plot_availability(run, plots_dir / AVAILABILITY_PLOT, churn)
+        if has_traces(run):
+            plot_traces(run, plots_dir / TRACES_PLOT, churn)
     path = run_dir / REPORT_FILE
-    write_atomic(path, format_report(run))
+    write_atomic(path, format_report(run, churn))
     return path
 
 
@@ -127,8 +140,9 @@ def _algorithm_names(scenario: dict) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- report.md
 
-def format_report(run: RunData) -> str:
-    """The text of report.md."""
+def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
+    """The text of report.md (`churn`: the run's rounds and presence records, when the caller has them)."""
+    churn = churn or ChurnRecords(run)
     lines = [f"# {run.name}", "", _setup_paragraph(run), ""]
     if run.aggregates:
         lines += ["## Comparison over seeds", "", SEEDS_NOTE, "", *_seeds_table(run), ""]
@@ -141,6 +155,12 @@ def format_report(run: RunData) -> str:
     lines += ["## Clients", "", *_clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *_fidelity_table(run), ""]
+    if has_participation(churn):
+        lines += participation_section(churn)
+    if has_availability(churn):
+        lines += availability_section(churn)
+    if has_traces(run):
+        lines += traces_section(run, churn)
     lines += ["## Plots", ""]
     for file, caption in PLOT_FILES.items():
         lines += [f"![{caption}]({PLOTS_DIR}/{file})", ""]
