@@ -42,7 +42,7 @@ from edgesync.emulation.profiles import GammaProfile, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
 from edgesync.runtime.accounting import ClientClock, client_totals
-from edgesync.runtime.client import Session, build_session
+from edgesync.runtime.client_session import Session, build_session
 from edgesync.runtime.evaluator import evaluate
 from edgesync.runtime.step_time import measure_step_s
 from edgesync.trainer import StepSample, TrainerStats

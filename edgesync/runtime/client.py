@@ -26,63 +26,33 @@ import math
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
-from edgesync import algorithms
-from edgesync.algorithms.base import ClientAlgorithm, Instruction
+from edgesync.algorithms.base import Instruction
 from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S,
                                 RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
-from edgesync.emulation.links import Link
-from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation import isolation
-from edgesync.emulation.throttle import Throttle, needs_throttle
-from edgesync.runtime.accounting import ClientClock, client_totals
+from edgesync.emulation.links import Link
+from edgesync.emulation.profiles import parse_profile
+from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
+from edgesync.runtime.accounting import client_totals
+from edgesync.runtime.client_session import Beating, Session, build_session
 from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
 from edgesync.runtime.run_clock import RunClock
 from edgesync.runtime.step_time import measure_step_s, warm_up
-from edgesync.runtime.workload import dataset, make_trainer, resolve_device, trainer_seed
-from edgesync.emulation.throttle import sleep_until
-from edgesync.trainer import DeviceOffline, NoHook, Trainer
+from edgesync.runtime.workload import make_trainer, resolve_device
+from edgesync.trainer import DeviceOffline, NoHook
 from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
 from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket, ConnectWait
 
+__all__ = ["Beating", "ClientFailed", "EdgeClient", "Session", "build_session"]
+
 log = logging.getLogger("edgesync.client")
-
-
-@dataclass
-class Session:
-    """One algorithm's worth of client state."""
-
-    label: str
-    algorithm: ClientAlgorithm
-    trainer: Trainer
-    sampler: FactorSampler
-    throttle: Throttle | None = None
-    clock: ClientClock = field(default_factory=ClientClock)
-
-
-def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None = None,
-                  data_root: str | None = None, make=make_trainer) -> Session:
-    """One algorithm's trainer, client half and step-factor sampler, from a SETUP's metadata and data
-    indices. `device` and `data_root` are this machine's overrides; `make` builds the trainer (a slot of
-    `edgesync client --slots` shares its process's model, runtime/slots.py). Shared with the Flower ClientApp."""
-    spec = algorithms.get(meta["algorithm"]["name"])
-    config = spec.config.model_validate(meta["algorithm"])
-    ds = meta["dataset"]
-    data = dataset(ds["name"], data_root or ds.get("root"), ds.get("train_size"))
-    dev = resolve_device(device or meta.get("device", "cpu"))
-    sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
-    trainer = make(data, meta["model"], indices, config.batch_size,
-                   seed=trainer_seed(int(meta["seed"]), rank), device=dev, hook=NoHook())
-    half = spec.client(config, trainer)
-    return Session(meta["label"], half, trainer, sampler)
 
 
 class EdgeClient:
@@ -400,21 +370,3 @@ class EdgeClient:
                                gpu=gpu_name(self.device), base_s=throttle.reference_s if throttle else None,
                                isolation=self._isolation.detail if self._isolation is not None else None)
         return {"label": s.label, **totals}
-
-
-class Beating:
-    """The trainer's step hook with heartbeats: after every step, and during a throttle's long sleep,
-    the client says it is alive if it has been silent for a second. A step that ends after the device
-    should have gone offline (`offline_at`, a perf_counter reading) is not finished: DeviceOffline."""
-
-    def __init__(self, inner, beat, offline_at=lambda: math.inf):
-        self.inner, self.beat, self.offline_at = inner, beat, offline_at
-
-    def after_step(self, started: float, interrupt=None) -> float:
-        try:
-            elapsed = self.inner.after_step(started, interrupt)
-        finally:
-            self.beat()
-        if time.perf_counter() > self.offline_at():
-            raise DeviceOffline(elapsed)
-        return elapsed

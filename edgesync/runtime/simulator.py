@@ -26,7 +26,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -36,7 +36,7 @@ from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
-from edgesync.emulation.profiles import FactorSampler, Profile, TraceProfile
+from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
@@ -47,44 +47,12 @@ from edgesync.runtime.server_cost import CostSamples
 from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.step_time import cached_step_s
+from edgesync.runtime.virtual_step import VirtualStep
 from edgesync.runtime.workload import prepare_workload, trainer_seed
 from edgesync.scenario import Scenario, ServerCostSpec
-from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, StepTimeline, Trainer
+from edgesync.trainer import DeviceOffline, Trainer
 from edgesync.transport import protocol
 
-
-
-class VirtualStep:
-    """The simulator's StepHook: each step lasts factor × base seconds of virtual time, the factor its
-    profile gives at the step's start (a trace's changes with the time). A step the device's availability
-    cuts (it goes offline at `offline_at`) raises DeviceOffline: the instruction's work is lost."""
-
-    def __init__(self, sampler: FactorSampler, base_step_s: float):
-        self.sampler = sampler
-        self.base_step_s = base_step_s
-        self.elapsed = 0.0  # virtual seconds of the instruction being run
-        self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
-        self.now: Callable[[], float] = lambda: self.elapsed  # the virtual time now (the client's context's)
-        self.offline_at = math.inf  # when the device goes offline next
-        self.timeline = StepTimeline() if isinstance(sampler.profile, TraceProfile) else None
-
-    def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
-        now = self.now()
-        factor = self.sampler.next(now)
-        step = factor * self.base_step_s
-        left = self.offline_at - now
-        cut = interrupt(min(step, left)) if interrupt is not None else None
-        if cut is not None:
-            self.elapsed += cut
-            raise StepAborted(cut)
-        if step > left:
-            self.elapsed += left
-            raise DeviceOffline(left)
-        self.elapsed += step
-        self.factors.add(factor)
-        if self.timeline is not None:
-            self.timeline.add(now, step)
-        return step
 
 
 @dataclass
