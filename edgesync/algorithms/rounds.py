@@ -13,7 +13,8 @@ round's participants, drawn among the online ones when the round starts (all of 
 samples). A client lost mid-round leaves both; one that comes back joins `online` and can be drawn from
 the next round on (or at once, when no round is under way). A round whose every participant is lost
 before anyone reported is drawn again among those still online. Each round's draw is logged (a row with
-`participants` and `online` in updates.jsonl) when the config samples clients or some client is offline;
+`participants` and `online` in updates.jsonl) and its close (`contributors` and the time each reported,
+`reported_s`) when the config samples clients or some client is offline;
 `participation` counts the rounds each client reported in.
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ class RoundServer(ServerAlgorithm):
 
     def _reset(self) -> None:
         self.reported: set[int] = set()
+        self.reported_at: dict[int, float] = {}  # when each report arrived (the round's log row)
         self.weight_sum = 0.0
         self.update_sum: torch.Tensor | None = None
         self.buffer_sum: torch.Tensor | None = None
@@ -70,6 +72,7 @@ class RoundServer(ServerAlgorithm):
         self.warmup.observe(client, update.meta)
         w = self.weight(update)
         self.reported.add(client)
+        self.reported_at[client] = round(self.now(), 6)
         self.participation[client] = self.participation.get(client, 0) + 1
         self.weight_sum += w
         self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
@@ -108,7 +111,8 @@ class RoundServer(ServerAlgorithm):
         if not self.reported.issuperset(self.clients):
             return []
         if self._logs_rounds():
-            self.log_update(-1, round=self.round, contributors=sorted(self.reported))
+            self.log_update(-1, round=self.round, contributors=sorted(self.reported),
+                            reported_s=[self.reported_at[c] for c in sorted(self.reported)])
         self.apply(self.update_sum / self.weight_sum)
         if self.buffer_sum is not None:
             self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged

@@ -180,6 +180,7 @@ class Coordinator:
         self.server = server
         try:
             self._dispatch(server.start())
+            account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
                 for rank in availability.due(now):
@@ -211,11 +212,8 @@ class Coordinator:
         # marked diverged also when only the updates were non-finite (refused, the model kept)
         row = account.log_eval(counters, acc, loss, diverged=account.diverged)
         self.after_algorithm(config, end, final)
-        offline = availability.totals(end)
-        rounds = getattr(server, "participation", None)
-        extra = {r: {"offline_s": round(offline[r], 6) if r in offline else None,
-                     "rounds": rounds.get(r, 0) if rounds is not None else None} for r in self.peers}
-        self.phases.end_all(account, self._bytes0, self.refused, self.seen, extra)
+        self.phases.end_all(account, self._bytes0, self.refused, self.seen,
+                            availability.client_extras(server, self.peers, end))
         if self.checkpoints:
             self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, row)
@@ -314,6 +312,7 @@ class Coordinator:
         self.joining.pop(rank, None)
         if self.server is not None:
             self._dispatch(self.server.on_client_lost(rank))  # a barrier closes without it; ESync stops waiting
+            self.account.log_updates(self.server.drain_update_log(), self._now())  # a round closed or drawn again
 
     def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
         """A lost client spoke. One set up for the algorithm in progress (the same process, paused or cut
@@ -338,7 +337,9 @@ class Coordinator:
         log.info("client %d is back", rank)
         if self.availability.back(rank, self._now()):
             self.account.log_presence(rank, True, self._now())
-        return server.on_client_joined(rank)
+        sends = server.on_client_joined(rank)
+        self.account.log_updates(server.drain_update_log(), self._now())  # a round it starts, at its time
+        return sends
 
     def _now(self) -> float:
         return time.perf_counter() - self._started

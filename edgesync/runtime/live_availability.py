@@ -78,3 +78,11 @@ class CoordinatorAvailability:
         for rank, since in self.offline.items():
             out[rank] = out.get(rank, 0.0) + max(0.0, end - since)
         return {rank: out.get(rank, 0.0) for rank in self.schedules}
+
+    def client_extras(self, server, ranks, end: float) -> dict[int, dict]:
+        """Per client, what its clients.jsonl row adds: time offline (scheduled clients) and the rounds it
+        reported in (round-based server halves)."""
+        offline = self.totals(end)
+        rounds = getattr(server, "participation", None)
+        return {r: {"offline_s": round(offline[r], 6) if r in offline else None,
+                    "rounds": rounds.get(r, 0) if rounds is not None else None} for r in ranks}

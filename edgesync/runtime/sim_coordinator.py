@@ -62,6 +62,7 @@ class VirtualCoordinator:
     def start(self) -> None:
         """The server half's first instructions, sent at time 0."""
         self.free_at = round(self.send(0.0, self.server.start()), TIME_GRID_DIGITS)
+        self.engine.account.log_updates(self.server.drain_update_log(), 0.0)  # a first round's draw, at time 0
 
     def arrive(self, event: ServerEvent) -> None:
         """An update or a query reaches the coordinator: handled now if it is free, else queued."""

@@ -84,8 +84,8 @@ def test_rounds_draw_among_online_clients_and_only_online_clients_contribute(chu
     for draw in draws:  # a redrawn round starts at its last draw
         starts[draw["round"]] = draw["time_s"]
     for rnd, close in closes.items():
-        for c in close["contributors"]:  # nobody's work from a stretch with an offline moment was applied
-            assert online_throughout(online[c], starts[rnd], close["time_s"]), (rnd, c)
+        for c, reported in zip(close["contributors"], close["reported_s"]):  # online from the draw to its report
+            assert online_throughout(online[c], starts[rnd], reported), (rnd, c)
     clients = [r for r in read_jsonl(out / "clients.jsonl") if r["algorithm"] == "local_sgd"]
     assert sum(r.get("rounds", 0) for r in clients) == sum(len(c["contributors"]) for c in closes.values())
     assert all(r["offline_s"] >= 0 for r in clients) and any(r["offline_s"] > 0 for r in clients)
