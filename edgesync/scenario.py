@@ -508,6 +508,14 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
+    def _traces_need_the_transport(self) -> "Scenario":
+        if self.links.backend == "netns" and any(link.trace for r in range(len(self.clients))
+                                                 for link in self.client_links(r)):
+            raise ValueError("a link trace changes the rate during the run, which the transport follows but tc "
+                             "(links.backend: netns) is set up once: use links.backend: transport with traces")
+        return self
+
+    @model_validator(mode="after")
     def _one_device_speed(self) -> "Scenario":
         fixed, sim = self.emulation.base_step_ms, self.sim.base_step_s
         if fixed is not None and sim is not None and abs(fixed / 1e3 - sim) > 1e-9:

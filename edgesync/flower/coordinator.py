@@ -103,6 +103,10 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     if tunes(scenario):
         raise ValueError(f"{cfg['scenario']}: tune: runs with `edgesync run`, not on Flower; put the values a "
                          "tuning.json chose into `algorithms`")
+    if any(c.availability is not None or c.profile.kind == "trace" for c in scenario.clients):
+        raise ValueError(f"{cfg['scenario']}: availability and device traces are followed by EdgeSync's own clients "
+                         "(`edgesync run`, the simulator); Flower's SuperNodes come and go on their own — leave them "
+                         "out here (partial participation, clients_per_round, does run on Flower)")
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
     resume, overwrite = bool(cfg["resume"]), bool(cfg["overwrite"])
     moved = claim_run_folder(run_dir, resume, overwrite, options=("resume=true", "overwrite=true"))

@@ -161,3 +161,10 @@ def test_a_round_waits_for_its_participants_only_and_redraws_when_they_all_leave
     assert server.round == 1 and server.attempt == 1
     rows = [r for r in server.drain_update_log() if "participants" in r]
     assert [r["round"] for r in rows] == [0, 1, 1] and rows[-1]["online"] == 4
+
+
+def test_link_traces_are_refused_with_the_kernel_backend(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: s\nclients: [x1, x1]\nalgorithms: [{name: asgd}]\n"
+                                     "links: {backend: netns, trace: [[5, 1, 100]]}\n")
+    with pytest.raises(ScenarioError, match="use links.backend: transport with traces"):
+        load_scenario(tmp_path / "s.yaml")
