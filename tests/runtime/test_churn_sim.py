@@ -1,6 +1,8 @@
 """Partial participation, availability and traces in the simulator, checked from the run folder's logs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from edgesync.metrics.recorder import read_jsonl
@@ -125,3 +127,23 @@ def test_a_link_trace_slows_messages_from_its_time_on(tmp_path):
     slow = [r["time_s"] for r in rows if r["client"] == 0]
     fast = [r["time_s"] for r in rows if r["client"] == 1]
     assert max(slow) < 1.0 + 2 * BASE_STEP and max(fast) > 1.9
+
+
+def test_fl_churn_scenario_replays_exactly_in_the_simulator(tmp_path):
+    """scenarios/fl_churn.yaml itself (all three entries, its availability and link trace), scaled down."""
+    from edgesync.scenario import load_scenario
+    overrides = ["clients.count=24", "dataset.train_size=2400", "stop.time_budget_s=2", "eval.every_s=1",
+                 "eval.test_size=200", "links.trace=[[0.5, 2, 150], [1.5, 20, 40]]",
+                 "clients.availability.mean_on_s=1", "clients.availability.mean_off_s=0.5",
+                 "algorithms.0.clients_per_round=6"]
+    scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "fl_churn.yaml", overrides)
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_scenario(scenario, a, progress=False)
+    run_scenario(scenario, b, progress=False)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_clock"} for r in rows]
+    metrics = strip(read_jsonl(a / "metrics.jsonl"))
+    assert {r["algorithm"] for r in metrics} == {"fedavg", "fedbuff", "fedasync"}
+    assert metrics == strip(read_jsonl(b / "metrics.jsonl"))
+    assert read_jsonl(a / "updates.jsonl") == read_jsonl(b / "updates.jsonl")
+    draws = [r for r in read_jsonl(a / "updates.jsonl") if "participants" in r]
+    assert draws and all(len(r["participants"]) == min(6, r["online"]) for r in draws)
