@@ -81,7 +81,10 @@ def main() -> None:
     if args.write_docs:
         command = " ".join(["benchmarks/cross_check.py", "--scenario", args.scenario, "--seeds", args.seeds,
                             *[f'--set "{x}"' for x in args.sets], "--write-docs"])
-        note = f"`{command}`, {platform.node()}, {(time.time() - started) / 60:.0f} min"
+        server_time = load_scenario(args.scenario, args.sets).sim.server_time
+        note = (f"`{command}`, {platform.node()}, {(time.time() - started) / 60:.0f} min; the simulator's "
+                f"coordinator: `sim.server_time: {server_time}`"
+                + (" (its cost model, measured on this machine)" if server_time == "model" else ""))
         write_docs(Path(args.scenario).stem, HEADER + "\n".join(table), note)
 
 
