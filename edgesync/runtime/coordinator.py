@@ -183,8 +183,8 @@ class Coordinator:
             account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
-                for rank in availability.due(now):
-                    account.log_presence(rank, False, now)
+                for rank, at in availability.due(now):
+                    account.log_presence(rank, False, at)
                     if rank not in self.members.liveness.lost:
                         self.members.lose(rank, "offline (availability)")  # the server half hears it
                 if now >= next_eval:
@@ -194,8 +194,8 @@ class Coordinator:
                 if account.should_stop(now, server.updates):
                     break
                 self.members.tend()
-                item = self.members.recv(min(POLL_INTERVAL_S, max(0.0, next_eval - now),
-                                             max(0.0, sc.stop.time_budget_s - now)))
+                wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
+                item = self.members.recv(min(POLL_INTERVAL_S, max(0.0, wake - now)))
                 if item is None:
                     continue
                 self._dispatch(self._handle(server, *item))
@@ -363,8 +363,9 @@ class Coordinator:
             members.reject(identity, f"rank {asked!r} is not one of this run's (0..{members.size - 1})", fatal=True)
             return []
         if self.availability.is_offline(asked, self._now()):
-            members.reject(identity, f"client {asked} is offline until {self.availability.online_at(asked, self._now()):.1f} s "
-                                     "of the algorithm (its availability); asking again")
+            back = self.availability.online_at(asked, self._now())
+            members.reject(identity, f"client {asked} is offline until {back:.1f} s of the algorithm (its availability); "
+                                     "asking again")
             return []
         if asked not in members.liveness.lost:
             if self.peers[asked].same_process(msg):

@@ -39,19 +39,23 @@ class CoordinatorAvailability:
             heapq.heappush(self._heap, (schedule.next_change(0.0), rank))
         return sorted(self.offline)
 
-    def due(self, now: float) -> list[int]:
-        """The ranks whose offline time has come by `now` (each once per offline period)."""
+    def due(self, now: float) -> list[tuple[int, float]]:
+        """(rank, offline time) of each client whose offline time has come by `now` (once per period)."""
         gone = []
         while self._heap and self._heap[0][0] <= now:
             t, rank = heapq.heappop(self._heap)
             schedule = self.schedules[rank]
             if not schedule.online(t) and rank not in self.offline:
                 self.offline[rank] = t
-                gone.append(rank)
+                gone.append((rank, t))
             change = schedule.next_change(t)
             if not math.isinf(change):
                 heapq.heappush(self._heap, (change, rank))
         return gone
+
+    def next_change(self) -> float:
+        """When the next scheduled change is due (∞: none): the coordinator's loop wakes for it."""
+        return self._heap[0][0] if self._heap else math.inf
 
     def is_offline(self, rank: int, now: float) -> bool:
         """Whether `rank` is offline by its schedule (a return within EARLY_S of its time counts as online)."""

@@ -106,7 +106,8 @@ class VirtualCoordinator:
         """A device went offline (`lost`) or came back (`joined`): the server half hears it in turn, as the
         live coordinator does between messages (no charge: a few dictionary operations)."""
         server = self.server
-        sends = server.on_client_joined(event.client) if event.message == "joined" else server.on_client_lost(event.client)
+        joined = event.message == "joined"
+        sends = server.on_client_joined(event.client) if joined else server.on_client_lost(event.client)
         self.engine.account.log_updates(server.drain_update_log(), start)
         return self.send(start, sends)
 

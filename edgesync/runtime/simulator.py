@@ -55,6 +55,11 @@ from edgesync.transport import protocol
 
 
 
+# Events after which the global model may have changed (a stop rule is checked): an update arrives, the
+# coordinator takes a queued one, or a device leaves or returns (a round may close without it).
+UPDATING = frozenset({"to_server", "server_free", "availability", "presence"})
+
+
 @dataclass
 class SimClient:
     rank: int
@@ -212,7 +217,7 @@ class Simulator:
                 next_eval = round(next_eval + every, TIME_GRID_DIGITS)
             if t_next >= budget:
                 return budget
-            updated = self.heap[0].kind in ("to_server", "server_free", "availability", "presence")  # an update may be applied
+            updated = self.heap[0].kind in UPDATING  # an update may be applied
             self.step()
             if updated and self.account.should_stop(self.now, server.updates):
                 return self.now
