@@ -304,6 +304,7 @@ class EdgeClient:
             warm_up(session.trainer)  # before READY: the start-up is not the algorithm's compute time
             self._warm.add(self._model_key)
         session.algorithm.ctx = self.ctx
+        self.ctx.offline_at = self._offline_deadline
         session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat, self._offline_deadline)  # heartbeats between steps
         self.session = session
 

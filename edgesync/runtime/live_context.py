@@ -1,10 +1,13 @@
 """The live client's ClientContext: an algorithm's queries travel as QUERY/REPLY on the client's socket."""
 from __future__ import annotations
 
+import math
 import time
+from typing import Callable
 
 from edgesync.constants import CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S
 from edgesync.emulation.throttle import sleep_until
+from edgesync.trainer import DeviceOffline
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T
 from edgesync.transport.sockets import ClientSocket
@@ -28,6 +31,9 @@ class LiveContext:
     def __init__(self, sock: ClientSocket):
         self.sock = sock
         self.pending: list[Message] = []
+        # When the device goes offline (perf_counter; its availability): a query or a wait ends there, with
+        # DeviceOffline, since the coordinator no longer answers it.
+        self.offline_at: Callable[[], float] = lambda: math.inf
 
     def heartbeat(self) -> None:
         """Say we are alive if we have said nothing for a while (called between and inside steps)."""
@@ -39,10 +45,16 @@ class LiveContext:
 
     def query(self, meta: dict) -> dict:
         self.sock.send(protocol.query(meta))
+        deadline = time.perf_counter() + CLIENT_IDLE_TIMEOUT_S
         while True:
-            msg = self.sock.recv(CLIENT_IDLE_TIMEOUT_S)
-            if msg is None:
+            now, offline = time.perf_counter(), self.offline_at()
+            if now >= offline:
+                raise DeviceOffline(0.0)
+            msg = self.sock.recv(max(0.0, min(deadline, offline) - now))
+            if msg is None and time.perf_counter() >= deadline:
                 raise ClientFailed(f"no reply to a query for {CLIENT_IDLE_TIMEOUT_S:.0f} s")
+            if msg is None:
+                continue
             if msg.type == T.REPLY:
                 return msg.meta
             self._keep(msg)
@@ -63,6 +75,8 @@ class LiveContext:
         started = time.perf_counter()
         deadline = started + timeout_s
         while (left := deadline - time.perf_counter()) > 0.001:
+            if time.perf_counter() >= self.offline_at():
+                raise DeviceOffline(time.perf_counter() - started)
             msg = self.sock.recv(min(left - 0.001, HEARTBEAT_INTERVAL_S))  # zmq polls whole ms: spin the last
             self.heartbeat()
             if msg is None:
