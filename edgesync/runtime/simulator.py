@@ -376,10 +376,11 @@ class Simulator:
                                    c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s,
                                    timeline=c.clock.timeline)
             offline_s = c.offline_s + (end - c.offline_since if c.offline_since is not None else 0.0)
+            rounds = getattr(self.server, "participation", None)  # as the live coordinator's client_extras
             rows.append(self.account.client_row(
                 c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim", lost=c.epoch,
-                rejoined=c.rejoined, extra={"offline_s": round(offline_s, TIME_DIGITS),
-                                            "rounds": getattr(self.server, "participation", {}).get(c.rank)}))
+                rejoined=c.rejoined, extra={"offline_s": None if c.schedule.always else round(offline_s, TIME_DIGITS),
+                                            "rounds": None if rounds is None else rounds.get(c.rank, 0)}))
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
