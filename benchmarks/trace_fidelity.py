@@ -67,7 +67,8 @@ def table(runs: list[dict]) -> str:
         mean = statistics.mean(errors)
         sd = statistics.stdev(errors) if len(errors) > 1 else 0.0
         ok = all(abs(e) <= TOLERANCE for e in errors)
-        counts = "–".join(str(n) for n in sorted({r[name]["steps"] for r in runs}))
+        steps = [r[name]["steps"] for r in runs]
+        counts = f"{min(steps)}–{max(steps)}" if min(steps) != max(steps) else str(steps[0])
         lines.append(f"| {name} | {name} × base step | {counts} | {mean:+.1%} ± {sd:.1%} ({len(errors)} runs) | "
                      f"{'within' if ok else 'outside'} ±{TOLERANCE:.0%} |")
     return "\n".join(lines)
