@@ -183,10 +183,7 @@ class Coordinator:
             account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
-                for rank, at in availability.due(now):
-                    account.log_presence(rank, False, at)
-                    if rank not in self.members.liveness.lost:
-                        self.members.lose(rank, "offline (availability)")  # the server half hears it
+                availability.take_offline(now, account, self.members)
                 if now >= next_eval:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += every
@@ -231,6 +228,7 @@ class Coordinator:
 
     # -- messages while training -------------------------------------------------------------------
     def _handle(self, server: ServerAlgorithm, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
+        self.availability.take_offline(self._now(), self.account, self.members)  # before its messages are used
         rank = self.members.ranks.get(identity)
         if isinstance(msg, ProtocolError):
             if rank is not None:

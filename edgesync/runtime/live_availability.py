@@ -53,6 +53,14 @@ class CoordinatorAvailability:
                 heapq.heappush(self._heap, (change, rank))
         return gone
 
+    def take_offline(self, now: float, account, members) -> None:
+        """Clients whose offline time has come by `now` are lost (the server half hears it through
+        `members.lose`), with a presence row at their scheduled time."""
+        for rank, at in self.due(now):
+            account.log_presence(rank, False, at)
+            if rank not in members.liveness.lost:
+                members.lose(rank, "offline (availability)")
+
     def next_change(self) -> float:
         """When the next scheduled change is due (∞: none): the coordinator's loop wakes for it."""
         return self._heap[0][0] if self._heap else math.inf
