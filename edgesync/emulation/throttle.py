@@ -49,7 +49,7 @@ class Throttle:
     timeline: StepTimeline | None = None  # a traced device's steps over time (set for trace profiles)
 
     def __post_init__(self) -> None:
-        if isinstance(self.sampler.profile, TraceProfile):
+        if isinstance(getattr(self.sampler, "profile", None), TraceProfile):
             self.timeline = StepTimeline()
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:

@@ -57,7 +57,7 @@ def test_clamped_steps_count_only_the_short_targets():
         def __init__(self):
             self.factors = iter([1.0, 5.0] * 3)
 
-        def next(self):
+        def next(self, t=0.0):  # FactorSampler.next(t): the step's start on the algorithm's clock
             return next(self.factors)
 
     throttle = Throttle(Alternating(), reference_s=0.001)
