@@ -33,7 +33,7 @@ from edgesync.data.partition import PARTITION_KINDS
 from edgesync.emulation.availability import Availability, parse_availability
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, TraceProfile, parse_profile
-from edgesync.emulation.traces import check_rows, read_rows
+from edgesync.emulation.traces import given_rows
 from edgesync.models import FIXED_INPUT_SIDE
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
@@ -132,10 +132,8 @@ class DirectionSpec(Strict):
         if not isinstance(data, dict) or (data.get("trace") is None and data.get("trace_file") is None):
             return data
         data = dict(data)
-        if data.get("trace") is None:
-            data["trace"] = read_rows(data["trace_file"], (info.context or {}).get("base_dir"),
-                                      f"link trace file {data['trace_file']}")
-        rows = check_rows(data["trace"], ("t", "rate_mbps", "latency_ms"), "link trace")
+        rows = given_rows(data, "trace", "trace_file", ("t", "rate_mbps", "latency_ms"), "link trace",
+                          (info.context or {}).get("base_dir"))
         for i, (_, rate, latency) in enumerate(rows):
             if rate <= 0 or latency < 0:
                 raise ValueError(f"link trace row {i + 1}: the rate must be > 0 Mbit/s and the latency ≥ 0 ms, "

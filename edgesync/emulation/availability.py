@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-from edgesync.emulation.traces import check_rows, read_rows
+from edgesync.emulation.traces import given_rows
 
 AVAILABILITY_SALT = 0xA7A1  # keeps these draws apart from the other seeded streams of a run
 # Drawn times are whole microseconds: the simulator's event grid (nanoseconds) then holds them exactly, and
@@ -44,12 +44,9 @@ class TraceAvailability(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        if not data.get("online"):
-            if not data.get("file"):
-                raise ValueError("an availability trace needs `online: [[start, end], …]` or `file:`")
-            base = (info.context or {}).get("base_dir")
-            data["online"] = read_rows(data["file"], base, f"availability file {data['file']}")
-        rows = check_rows(data["online"], ("start", "end"), "availability online")
+        rows = given_rows(data, "online", "file", ("start", "end"), "availability online",
+                          (info.context or {}).get("base_dir"),
+                          required="an availability trace needs `online: [[start, end], …]` or `file:`")
         for i, (start, end) in enumerate(rows):
             if end <= start:
                 raise ValueError(f"availability online row {i + 1}: ends ({end:g} s) before it starts ({start:g} s)")

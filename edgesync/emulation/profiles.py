@@ -23,7 +23,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
-from edgesync.emulation.traces import Steps, check_rows, read_rows
+from edgesync.emulation.traces import Steps, given_rows
 
 
 class ConstantProfile(BaseModel):
@@ -70,12 +70,8 @@ class TraceProfile(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        if not data.get("steps"):
-            if not data.get("file"):
-                raise ValueError("a trace profile needs `steps: [[t, factor], …]` or `file:`")
-            base = (info.context or {}).get("base_dir")
-            data["steps"] = read_rows(data["file"], base, f"profile trace file {data['file']}")
-        rows = check_rows(data["steps"], ("t", "factor"), "profile trace")
+        rows = given_rows(data, "steps", "file", ("t", "factor"), "profile trace", (info.context or {}).get("base_dir"),
+                          required="a trace profile needs `steps: [[t, factor], …]` or `file:`")
         for t, factor in rows:
             if factor < 1:
                 raise ValueError(f"factor {factor:g} at {t:g} s {BELOW_ONE}")

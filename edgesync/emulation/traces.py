@@ -56,6 +56,20 @@ def read_rows(path: str | Path, base_dir: str | Path | None, what: str) -> list[
     return rows
 
 
+def given_rows(data: dict, key: str, file_key: str, names: Sequence[str], what: str,
+               base_dir: str | Path | None, required: str | None = None) -> list[tuple[float, ...]] | None:
+    """A scenario block's trace rows, given inline under `key` or in the file `data[file_key]` names (relative
+    to `base_dir`, the scenario's folder), checked by `check_rows`. Neither given: None, or ValueError(`required`)."""
+    rows = data.get(key)
+    if not rows and data.get(file_key):
+        rows = read_rows(data[file_key], base_dir, f"{what} file {data[file_key]}")
+    elif rows is None:
+        if required:
+            raise ValueError(required)
+        return None
+    return check_rows(rows, names, what)
+
+
 def check_rows(rows: Sequence[Sequence[Any]], names: Sequence[str], what: str) -> list[tuple[float, ...]]:
     """Rows as tuples of floats, each `len(names)` long (`names` say what the columns are, e.g.
     ("t", "factor")), with times ≥ 0 and strictly increasing. TraceError says which row is wrong."""

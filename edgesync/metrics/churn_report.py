@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces, most_and_least, ranks_text
-from edgesync.metrics.formatting import NONE, RunData, num, secs
+from edgesync.metrics.formatting import NONE, RunData, code, md_table, secs, whole
 from edgesync.metrics.plots import MAX_AVAILABILITY_CLIENTS, MAX_AVAILABILITY_PANELS, MAX_TRACE_LINES
 from edgesync.metrics.recorder import PLOTS_DIR
 
@@ -71,10 +71,10 @@ def participation_section(churn: ChurnRecords) -> list[str]:
         for label, p in parts.items():
             redrawn = len(p.drawn) - p.rounds
             drawn = f"{p.rounds:,}" + (f" (+{redrawn} redrawn)" if redrawn > 0 else "") if p.drawn else NONE
-            rows.append([_code(label), drawn,
+            rows.append([code(label), drawn,
                          _spread(p.drawn), _spread(p.online), _spread(p.reported),
                          _spread(list(p.per_client.values())), f"{len(p.never)} of {len(p.per_client)}"])
-        lines += _md_table(header, rows, "lrrrrrr") + [""]
+        lines += md_table(header, rows, "lrrrrrr") + [""]
         if not any(p.drawn for p in parts.values()):
             lines += ["No round rows: every client online took part in every round.", ""]
     if offline:
@@ -84,17 +84,17 @@ def participation_section(churn: ChurnRecords) -> list[str]:
         for label, times in offline.items():
             end = churn.end(label)
             shares = [t / end for t in times.values()] if end else []
-            rows.append([_code(label), f"{sum(t > 0 for t in times.values())} of {len(times)}",
+            rows.append([code(label), f"{sum(t > 0 for t in times.values())} of {len(times)}",
                          secs(_mean(list(times.values()))), secs(max(times.values())),
                          _share(_mean(shares)), _share(max(shares, default=None))])
-        lines += _md_table(header, rows, "lrrrrr") + [""]
+        lines += md_table(header, rows, "lrrrrr") + [""]
     labels = list(dict.fromkeys([*parts, *offline]))
     if all(len(churn.clients(label)) <= MAX_CLIENT_ROWS for label in labels):
         lines += _per_client_table(churn, labels) + [""]
     else:
         for label, p in parts.items():
             most, least = most_and_least(p.per_client, EXTREMES)
-            lines.append(f"- {_code(label)}: most often {_named(most)}; least often {_named(least)}"
+            lines.append(f"- {code(label)}: most often {_named(most)}; least often {_named(least)}"
                          f" ({len(p.never)} of {len(p.per_client)} clients in no round).")
         if parts:
             lines += ["", f"![Rounds each client took part in]({PLOTS_DIR}/{ROUNDS_PLOT})", ""]
@@ -105,11 +105,11 @@ def availability_section(churn: ChurnRecords) -> list[str]:
     schedules = churn.schedules
     if len(schedules) == 1 and len(schedules[0].labels) > 1:
         same = (f"Every entry faced the same schedule (checked: their presence rows agree), so one panel is "
-                f"drawn, from {_code(schedules[0].drawn_from)}.")
+                f"drawn, from {code(schedules[0].drawn_from)}.")
     elif len(schedules) == 1:
-        same = f"Drawn from {_code(schedules[0].drawn_from)}."
+        same = f"Drawn from {code(schedules[0].drawn_from)}."
     else:
-        groups = "; ".join(", ".join(map(_code, s.labels)) for s in schedules)
+        groups = "; ".join(", ".join(map(code, s.labels)) for s in schedules)
         same = f"Entries with different schedules (other seeds) get a panel each: {groups}."
         if len(schedules) > MAX_AVAILABILITY_PANELS:
             same += f" The first {MAX_AVAILABILITY_PANELS} are drawn."
@@ -149,11 +149,11 @@ def _per_client_table(churn: ChurnRecords, labels: list[str]) -> list[str]:
         for rank in churn.clients(label):
             row = by_rank.get(rank, {})
             off = offline.get(label, {}).get(rank)
-            rows.append([_code(label), str(rank),
+            rows.append([code(label), str(rank),
                          str(parts[label].per_client.get(rank, 0)) if label in parts else NONE,
                          secs(off), _share(off / end if off is not None and end else None),
-                         _int(row.get("lost")), _int(row.get("rejoined"))])
-    return _md_table(header, rows, "lrrrrrr")
+                         whole(row.get("lost")), whole(row.get("rejoined"))])
+    return md_table(header, rows, "lrrrrrr")
 
 
 def _spread(values: list[int]) -> str:
@@ -174,17 +174,3 @@ def _mean(values: list[float]) -> float | None:
 
 def _share(value: float | None) -> str:
     return NONE if value is None else f"{100 * value:.1f} %"
-
-
-def _int(value: Any) -> str:
-    v = num(value)
-    return NONE if v is None else f"{int(v):,}"
-
-
-def _code(label: Any) -> str:
-    return "`" + str(label).replace("|", "\\|") + "`"
-
-
-def _md_table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
-    rule = ["---:" if a == "r" else "---" for a in align]
-    return ["| " + " | ".join(cells) + " |" for cells in [header, rule, *rows]]

@@ -76,3 +76,20 @@ def secs(value: float | None) -> str:
     if value is None:
         return NONE
     return f"{value:,.1f}" if value == 0 or abs(value) >= 0.095 else f"{value:.2g}"
+
+
+def code(label: Any) -> str:
+    """An entry label as inline code, safe inside a Markdown table."""
+    return "`" + str(label).replace("|", "\\|") + "`"
+
+
+def whole(value: Any) -> str:
+    """A count, rounded, with thousands separators: 1234.6 → '1,235'."""
+    v = num(value)
+    return NONE if v is None else f"{int(round(v)):,}"
+
+
+def md_table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
+    """A Markdown table; `align` has one letter per column, 'r' for right-aligned."""
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return ["| " + " | ".join(cells) + " |" for cells in [header, rule, *rows]]

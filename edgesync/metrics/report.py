@@ -29,7 +29,7 @@ from edgesync.metrics.churn import ChurnRecords
 from edgesync.metrics.churn_report import (AVAILABILITY_PLOT, ROUNDS_PLOT, TRACES_PLOT, availability_section,
                                            has_availability, has_participation, has_traces,
                                            needs_rounds_histogram, participation_section, traces_section)
-from edgesync.metrics.formatting import NONE, RunData, num, pct, secs, sort_key
+from edgesync.metrics.formatting import NONE, RunData, code, md_table, num, pct, secs, sort_key, whole
 from edgesync.metrics.plots import (PLOT_STYLE, plot_accuracy, plot_availability, plot_bytes, plot_compute_ratio,
                                     plot_rounds_per_client, plot_staleness, plot_traces)
 from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
@@ -188,7 +188,7 @@ def _setup_paragraph(run: RunData) -> str:
         parts.append(f"seeds {', '.join(map(str, seeds))}")
     sentence = "; ".join(p for p in parts if p) or "no scenario recorded"
     shown = run.aggregates or {label: run.summary[label] for label in run.labels}
-    entries = ", ".join(_code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
+    entries = ", ".join(code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
                         for label, e in shown.items())
     tested = "validation" if run.on_validation else "test"
     target = f" Target {tested} accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
@@ -213,7 +213,7 @@ def _coordinator_time(scenario: dict) -> str:
         v = {k: num(c.get(k)) for k in ("decode_update", "collect", "apply", "encode_send", "query")} \
             if isinstance(c, dict) else {}
         if v and None not in v.values():
-            parts.append(f"{_code(label)} {_ms(v['decode_update'] + v['collect'])} / "
+            parts.append(f"{code(label)} {_ms(v['decode_update'] + v['collect'])} / "
                          f"{_ms(v['decode_update'] + v['apply'])}, {_ms(v['encode_send'])}, {_ms(v['query'])}")
     listed = f" (ms per update collected / applied, per message sent, per query: {'; '.join(parts)})" if parts else ""
     return f" Coordinator time: model, costs measured once on the machine that ran it{listed}."
@@ -311,15 +311,15 @@ def _comparison_table(run: RunData) -> list[str]:
         ttt = num(e.get("time_to_target_s"))
         evaluated = e.get("evals", 1) != 0 and e.get("final_acc") is not None
         rows.append([
-            _code(label) + ("" if evaluated else " (no evaluations)"),
+            code(label) + ("" if evaluated else " (no evaluations)"),
             pct(e.get("final_acc")), pct(e.get("best_acc")),
             secs(ttt) if ttt is not None else ("not reached" if run.target_acc is not None and evaluated
                                                  else NONE),
             _times(num(e.get("speedup_vs")) if paired else speedup(num(base), ttt)),
-            _int(e.get("updates")), _rate(e.get("samples_per_s")),
+            whole(e.get("updates")), _rate(e.get("samples_per_s")),
             _mb(e.get("bytes_up")), _mb(e.get("bytes_down")), _fixed(e.get("compute_ratio_mean"), 2),
         ])
-    return _md_table(header, rows, align="l" + "r" * (len(header) - 1))
+    return md_table(header, rows, align="l" + "r" * (len(header) - 1))
 
 
 SEEDS_NOTE = (f"Each figure is the mean over the entry's seeds ± the half-width of its 95% confidence interval "
@@ -340,12 +340,12 @@ def _seeds_table(run: RunData) -> list[str]:
         reached = ttt.get("reached", "")
         time_cell = (_mean_ci(ttt, 1) if e.get("time_to_target_s") is not None
                      else (f"{reached} reached" if reached else NONE))
-        rows.append([_code(label), str(len(e["seeds"])), _mean_ci(stats.get("final_acc"), 2, 100),
+        rows.append([code(label), str(len(e["seeds"])), _mean_ci(stats.get("final_acc"), 2, 100),
                      _mean_ci(stats.get("best_acc"), 2, 100), time_cell,
                      _mean_ci(stats.get("speedup_vs"), 2, suffix="×"),
                      _mean_ci(stats.get("bytes_per_s"), 3, 1 / BYTES_PER_MB),
                      _mean_ci(stats.get("mean_lag"), 2), _mean_ci(stats.get("mean_gap"), 3, sig=True)])
-    return _md_table(header, rows, align="lr" + "r" * (len(header) - 2))
+    return md_table(header, rows, align="lr" + "r" * (len(header) - 2))
 
 
 def _mean_ci(stat: dict | None, digits: int, scale: float = 1.0, suffix: str = "", sig: bool = False) -> str:
@@ -368,10 +368,10 @@ def _clients_table(run: RunData) -> list[str]:
                                                str(r.get("algorithm")), sort_key(r.get("client"))))
     header = ["Entry", "Client", "Profile", "Host", "Device", "Compute (s)", "Wait (s)", "Ratio", "Steps",
               "Samples"]
-    body = [[_code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
+    body = [[code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
              _text(_device(r)), secs(num(r.get("compute_s"))), secs(num(r.get("wait_s"))),
-             _fixed(compute_ratio(r), 2), _int(r.get("steps")), _int(r.get("samples"))] for r in rows]
-    return _md_table(header, body, align="lrlllrrrrr")
+             _fixed(compute_ratio(r), 2), whole(r.get("steps")), whole(r.get("samples"))] for r in rows]
+    return md_table(header, body, align="lrlllrrrrr")
 
 
 FIDELITY_NOTE = ("Each client's slowdown relative to the fastest profile's clients in the same entry: achieved "
@@ -387,11 +387,11 @@ def _fidelity_table(run: RunData) -> list[str]:
     header = ["Entry", "Client", "Profile", "Host", "Base step (ms)", "Median step (ms)", "Target ×", "Achieved ×",
               "Error", "Isolation"]
     ms = lambda v: _fixed(None if num(v) is None else num(v) * 1e3, 2)
-    body = [[_code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
+    body = [[code(r.get("algorithm")), _text(r.get("client")), _text(r.get("profile")), _text(r.get("host")),
              ms(r.get("base_step_s")), ms(r.get("median_step_s")), _fixed(r.get("target_factor"), 2),
              _fixed(r.get("achieved_factor"), 2), _pct(r.get("fidelity_error")), _text(r.get("isolation"))]
             for r in rows]
-    return _md_table(header, body, align="lrllrrrrrl")
+    return md_table(header, body, align="lrllrrrrrl")
 
 
 STALENESS_NOTE = (f"Per applied update (updates.jsonl): the lag τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and "
@@ -410,10 +410,10 @@ def _staleness_table(run: RunData) -> list[str]:
     for label in labels:
         rows = [r for r in run.updates if r.get("algorithm") == label]
         m = staleness_means(rows)
-        body.append([_code(label), _int(sum("gap" in r for r in rows)), _fixed(m["mean_lag"], 2),
-                     _sig(m["mean_gap"]), _sig(m["mean_gap_normalized"]), _int(m["gap_first_n"]),
+        body.append([code(label), whole(sum("gap" in r for r in rows)), _fixed(m["mean_lag"], 2),
+                     _sig(m["mean_gap"]), _sig(m["mean_gap_normalized"]), whole(m["gap_first_n"]),
                      _sig(m["mean_gap_first_n"]), _sig(m["mean_gap_normalized_first_n"])])
-    return _md_table(header, body, align="lrrrrrrr")
+    return md_table(header, body, align="lrrrrrrr")
 
 
 def _sig(value: Any) -> str:
@@ -435,7 +435,7 @@ def _device(row: dict) -> str | None:
 
 
 def _notes(run: RunData) -> str:
-    first = _code(run.labels[0]) if run.labels else "the first entry"
+    first = code(run.labels[0]) if run.labels else "the first entry"
     clock = ("virtual seconds of the simulator's clock" if run.virtual_time else "wall-clock seconds")
     against = ("the time to target of the first entry's run with the same seed divided by the entry's"
                if run.aggregates else f"{first}'s time to target divided by the entry's")
@@ -444,11 +444,6 @@ def _notes(run: RunData) -> str:
     return (f"Times are {clock}, counted from each entry's start. Accuracy is the global model's {tested}; "
             f"time to target is the first evaluation at or above it, and speedup is {against}. MB "
             f"are 10^6 bytes on the wire per direction, measured at the transport. Compute ratio = compute time / wall time, averaged over clients.")
-
-
-def _md_table(header: list[str], rows: list[list[str]], align: str) -> list[str]:
-    rule = ["---:" if a == "r" else "---" for a in align]
-    return ["| " + " | ".join(cells) + " |" for cells in [header, rule, *rows]]
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -491,18 +486,8 @@ def _text(value: Any) -> str:
     return NONE if value is None or value == "" else str(value).replace("|", "\\|")
 
 
-def _code(label: Any) -> str:
-    """An entry label as inline code, safe inside a Markdown table."""
-    return "`" + str(label).replace("|", "\\|") + "`"
-
-
 def _times(value: float | None) -> str:
     return NONE if value is None else f"{value:.2f}×"
-
-
-def _int(value: Any) -> str:
-    v = num(value)
-    return NONE if v is None else f"{int(round(v)):,}"
 
 
 def _rate(value: Any) -> str:

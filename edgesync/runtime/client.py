@@ -17,7 +17,9 @@ Liveness: after a second without sending anything — idle, or inside a long (th
 client sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (the scenario's
 faults.client_timeout_s) it is presumed gone: the client reconnects with a new socket, with
 exponential backoff, and asks for its old rank again (a coordinator resumed with `--resume`, or one
-that dropped this client, takes it back).
+that dropped this client, takes it back). That silence is counted only while the client listens: a
+process stopped for a while (Ctrl-Z, SIGSTOP) first says it is alive on its socket, which the
+coordinator takes back at once, rather than reconnecting as a second client of its rank.
 """
 from __future__ import annotations
 
@@ -125,9 +127,12 @@ class EdgeClient:
                 self._report_unusable_device(wait)
             finally:
                 self.ctx.sock.close()
+        tick = listening_since = time.monotonic()
         try:
             while True:
-                sock = self.ctx.sock
+                sock, tick_before, tick = self.ctx.sock, tick, time.monotonic()
+                if tick - tick_before > 2 * HEARTBEAT_INTERVAL_S:  # it did not listen (a long step, or stopped:
+                    listening_since = tick  # Ctrl-Z, SIGSTOP): the coordinator's silence counts from now on
                 if self.ctx.pending:  # what arrived while an instruction was running comes first
                     if not self._handle(sock, self.ctx.pending.pop(0)):
                         return
@@ -146,7 +151,7 @@ class EdgeClient:
                     if not self._handle(sock, msg):
                         return
                     continue
-                silent = time.monotonic() - sock.last_recv
+                silent = time.monotonic() - max(sock.last_recv, listening_since)
                 if self.rank is None:  # not joined yet: the coordinator may still be starting
                     if (gave_up := wait.check(sock, silent)) is not None:
                         sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now

@@ -228,7 +228,8 @@ class Coordinator:
 
     # -- messages while training -------------------------------------------------------------------
     def _handle(self, server: ServerAlgorithm, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
-        self.availability.take_offline(self._now(), self.account, self.members)  # before its messages are used
+        self._handled_at = now = self._now()  # what it changes is logged at this time: the online set is as of now
+        self.availability.take_offline(now, self.account, self.members)  # before its messages are used
         rank = self.members.ranks.get(identity)
         if isinstance(msg, ProtocolError):
             if rank is not None:
@@ -241,7 +242,7 @@ class Coordinator:
                 return self._readmit(server, identity, msg)
             self.members.say_hello_first(identity, msg, " (the run is in progress)")
             return []
-        if rank in self.members.liveness.lost and self.availability.is_offline(rank, self._now()):
+        if rank in self.members.liveness.lost and self.availability.is_offline(rank, now):
             return []  # offline by its availability: what it still says is lost with the device
         if rank in self.members.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
             sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
@@ -263,7 +264,7 @@ class Coordinator:
                 seen = self.seen.setdefault(rank, {"steps": 0, "samples": 0})
                 seen["steps"] += int(msg.meta.get("steps", 0))
                 seen["samples"] += int(msg.meta.get("samples", 0))
-                self.account.log_updates(server.drain_update_log(), time.perf_counter() - self._started)
+                self.account.log_updates(server.drain_update_log(), self._handled_at)
                 return sends
             if msg.type == T.QUERY:
                 reply = server.on_query(rank, msg.meta)
@@ -333,10 +334,10 @@ class Coordinator:
             del self.joining[rank]
         self.members.liveness.back(rank)
         log.info("client %d is back", rank)
-        if self.availability.back(rank, self._now()):
-            self.account.log_presence(rank, True, self._now())
+        if self.availability.back(rank, self._handled_at):
+            self.account.log_presence(rank, True, self._handled_at)
         sends = server.on_client_joined(rank)
-        self.account.log_updates(server.drain_update_log(), self._now())  # a round it starts, at its time
+        self.account.log_updates(server.drain_update_log(), self._handled_at)  # a round it starts, at its time
         return sends
 
     def _now(self) -> float:
