@@ -6,6 +6,7 @@ one job per file:
 
 | file | job |
 |---|---|
+| `apps.py` | the ServerApp and ClientApps, importable from the installed package (`edgesync.flower.apps:clientapp`) |
 | `records.py` | an EdgeSync protocol message ↔ Flower records (ArrayRecord, ConfigRecord, MetricRecord) |
 | `grid_socket.py` | the coordinator's socket API over a Flower `Grid` (push/pull), one message in flight per node |
 | `coordinator.py` | the live coordinator on that socket through its public hooks; `serve()` is the ServerApp |
