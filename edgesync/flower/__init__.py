@@ -1,7 +1,7 @@
 """The Flower runtime: the same coordinator, algorithms and client halves over a Flower SuperLink.
 
 The repository root is a Flower app (`[tool.flwr.app]` in pyproject.toml): `server/flower_server.py`
-holds the ServerApp and `clients/flower_client.py` the ClientApp, both thin. The adapter is here,
+and `clients/flower_client.py` re-export the apps of `apps.py`. The adapter is here,
 one job per file:
 
 | file | job |
