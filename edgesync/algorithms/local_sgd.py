@@ -57,9 +57,11 @@ class LocalRound:
     loaded before every step: in the simulator other clients use the same model between our steps.
     With `measure_grad_rms` it also sums the RMS of every step's raw gradient (before momentum), the
     normaliser of the gap an asynchronous master logs (`staleness`; FedAsync, FedBuff): `grad_rms()`.
+    With `proximal_mu` each gradient gets FedProx's μ·(θ − θ0) (Li et al. 2020).
     """
 
-    def __init__(self, client: ClientAlgorithm, instruction: Instruction, measure_grad_rms: bool = False):
+    def __init__(self, client: ClientAlgorithm, instruction: Instruction, measure_grad_rms: bool = False,
+                 proximal_mu: float = 0.0):
         self.trainer, self.config = client.trainer, client.config
         self.instruction = instruction
         self.theta0 = instruction.tensors["params"]
@@ -71,6 +73,7 @@ class LocalRound:
         self.lr = float(instruction.meta.get("lr", self.config.lr))
         self.measure_grad_rms = measure_grad_rms
         self.grad_rms_sum = 0.0
+        self.proximal_mu = proximal_mu  # FedProx: μ/2·‖θ − θ0‖² added to the loss (a stock Flower FedProx)
 
     def step(self, interrupt: Interrupt | None = None) -> None:
         """One local step; with `interrupt` it may raise StepAborted and then changes nothing."""
@@ -81,6 +84,8 @@ class LocalRound:
         g, loss = t.gradient(cfg.weight_decay, interrupt)
         if self.measure_grad_rms:
             self.grad_rms_sum += rms(g)  # the raw gradient, before momentum folds it into the velocity
+        if self.proximal_mu:
+            g = g + self.proximal_mu * (self.theta - self.theta0)
         if cfg.momentum:
             self.velocity = g if self.velocity is None else self.velocity.mul_(cfg.momentum).add_(g)
             g = self.velocity

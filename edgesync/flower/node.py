@@ -21,6 +21,8 @@ type; `grid_socket.py` is the other end):
     evaluate         → EVALUATED   the message's model on this node's training split
 
 A failure is a reply too: ERROR with the reason (failures travel as data, never a crash).
+A `train` or `evaluate` without the "edgesync" header comes from a stock Flower strategy (Flower's
+standard Message API): `standard_node.py` answers it.
 Node config keys: `partition-id` (the rank; default: the next free one), `profile` (overrides the
 scenario's, e.g. "x10"), `device` (cpu, cuda:N, auto) and `data-root` (this machine's data folder).
 """
@@ -79,6 +81,9 @@ class FlowerNode:
     def handle(self, message: FlowerMessage) -> FlowerMessage:
         started = time.time()
         kind = message.metadata.message_type
+        if kind in ("train", "evaluate") and records.HEADER not in message.content:
+            from edgesync.flower.standard_node import StandardNode  # a stock Flower strategy's message
+            return StandardNode(self.context).handle(message)  # a failure raises: Flower replies with an error
         handler = self.HANDLERS.get(kind)
         stats = None
         try:

@@ -3,7 +3,8 @@
 `FakeGrid` implements Flower's `Grid` (push/pull by message id). Each node handles its messages in
 order on its own thread through the real ClientApp, with a fresh `Context` per message whose state
 is a copy of what the last message left (a SuperNode starts a new process per message: nothing else
-survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow.
+survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow. A stock Flower strategy
+drives it with `send_and_receive`; a ClientApp that raises is answered with an error reply, as a SuperNode does.
 """
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import copy
 import itertools
 import queue
 import threading
+import time
 from typing import Iterable
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
@@ -30,6 +33,7 @@ class FakeGrid(Grid):
         self.replies: dict[str, Message] = {}
         self.lock = threading.Lock()
         self.pushed: list[Message] = []
+        self.answered: list[Message] = []  # every reply, in the order the nodes gave them
         for cfg in node_configs:
             self.add_node(cfg)
 
@@ -48,9 +52,14 @@ class FakeGrid(Grid):
                 return
             context = Context(run_id=self._run.run_id, node_id=node_id, node_config=node["config"],
                               state=copy.deepcopy(node["state"]), run_config=self.run_config)
-            reply = self.app(message, context)
-            node["state"] = context.state
+            try:
+                reply = self.app(message, context)
+                node["state"] = context.state
+            except Exception as exc:  # noqa: BLE001 - what a SuperNode does: the ClientApp's failure is the reply
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=f"{type(exc).__name__}: {exc}"),
+                                reply_to=message)
             with self.lock:
+                self.answered.append(reply)
                 self.replies[message.metadata.message_id] = reply
 
     def close(self) -> None:
@@ -85,5 +94,10 @@ class FakeGrid(Grid):
             return [self.replies.pop(i) for i in list(message_ids) if i in self.replies]
 
     def send_and_receive(self, messages, *, timeout=None):
-        # GridSocket only pushes and pulls (one message in flight per node); a blocking round is not used
-        raise NotImplementedError("FakeGrid serves push_messages/pull_messages only, as GridSocket uses")
+        """What a stock Flower strategy calls: push, then pull until every reply is in (or the timeout)."""
+        ids, replies = list(self.push_messages(messages)), []
+        deadline = time.monotonic() + (timeout if timeout is not None else 600)
+        while len(replies) < len(ids) and time.monotonic() < deadline:
+            replies += self.pull_messages(ids)
+            time.sleep(0.01)
+        return replies
