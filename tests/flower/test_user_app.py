@@ -1,0 +1,64 @@
+"""A Flower user's own app (tests/flower/user_app: its pyproject names a stock-strategy ServerApp of its
+own and `edgesync.flower.apps:clientapp`) on a real SuperLink with a ×1 and a ×10 SuperNode.
+
+Stock `FedAvg` for 3 rounds (weights move every round, the ×10 node's compute time ≈ 10× the other's,
+accuracy rises), then stock `FedAdam` for 2 rounds on the same lab. About a minute and a half on 2 cores
+(a SuperNode starts a process per message and polls every 3 s).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from edgesync.flower.lab import FlowerLab, LabError, _tool
+
+pytestmark = pytest.mark.slow
+
+USER_APP = Path(__file__).resolve().parent / "user_app"
+RUN_TIMEOUT_S = 240
+NODES = [{"partition-id": 0, "num-partitions": 2, "profile": "x1", "test-size": 500},
+         {"partition-id": 1, "num-partitions": 2, "profile": "x10", "test-size": 500}]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    try:
+        _tool("flower-superlink")
+    except LabError as exc:
+        pytest.skip(str(exc))
+    lab = FlowerLab(tmp_path / "flwr-home", NODES)
+    try:
+        yield lab.start()
+    finally:
+        lab.stop()
+
+
+def _run(lab, app: Path, out: Path, **config) -> dict:
+    out.mkdir()
+    result = lab.run_app(app, {"out": str(out), **config}, timeout_s=RUN_TIMEOUT_S)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert (out / "result.json").exists(), result.stdout[-4000:] + result.stderr[-2000:]
+    return json.loads((out / "result.json").read_text())
+
+
+def test_stock_fedavg_and_fedadam_drive_edgesyncs_clientapp_on_a_superlink(lab, tmp_path):
+    app = tmp_path / "user_app"
+    shutil.copytree(USER_APP, app, ignore=shutil.ignore_patterns("__pycache__"))
+    lab.wait_for_nodes()
+
+    fedavg = _run(lab, app, tmp_path / "fedavg", strategy="fedavg")
+    norms = fedavg["norms"]
+    assert len(norms) == 4 and all(a != b for a, b in zip(norms, norms[1:])), norms  # moved every round
+    fast = [m for m in fedavg["train"] if m["factor"] == 1.0]
+    slow = [m for m in fedavg["train"] if m["factor"] == 10.0]
+    assert len(fast) == len(slow) == 3, fedavg["train"]
+    ratio = sum(m["compute_s"] for m in slow) / sum(m["compute_s"] for m in fast)
+    assert 8.0 < ratio < 12.0, (ratio, fedavg["train"])
+    acc = [fedavg["accuracy"][str(r)] for r in (1, 2, 3)]
+    assert acc[2] > acc[0] and acc[2] > 0.3, acc
+
+    fedadam = _run(lab, app, tmp_path / "fedadam", strategy="fedadam", **{"num-server-rounds": 2})
+    assert len(fedadam["train"]) == 4 and len(set(fedadam["norms"])) == 3, fedadam

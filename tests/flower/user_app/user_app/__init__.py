@@ -1,0 +1,1 @@
+"""A user's Flower app (see pyproject.toml)."""
