@@ -3,7 +3,8 @@
 `FakeGrid` implements Flower's `Grid` (push/pull by message id). Each node handles its messages in
 order on its own thread through the real ClientApp, with a fresh `Context` per message whose state
 is a copy of what the last message left (a SuperNode starts a new process per message: nothing else
-survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow.
+survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow. A ClientApp
+that raises is answered with Flower's error reply, as a SuperNode does (flwr/supernode/runtime/run_clientapp.py).
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import queue
 import threading
 from typing import Iterable
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
+from flwr.common.constant import ErrorCode
 from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
@@ -48,8 +50,12 @@ class FakeGrid(Grid):
                 return
             context = Context(run_id=self._run.run_id, node_id=node_id, node_config=node["config"],
                               state=copy.deepcopy(node["state"]), run_config=self.run_config)
-            reply = self.app(message, context)
-            node["state"] = context.state
+            try:
+                reply = self.app(message, context)
+                node["state"] = context.state
+            except Exception as ex:  # noqa: BLE001 - as the SuperNode: the run sees an error reply
+                reason = str(type(ex)) + ":<'" + str(ex) + "'>"
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message)
             with self.lock:
                 self.replies[message.metadata.message_id] = reply
 
