@@ -20,7 +20,8 @@ node (`STOCK_ALGORITHMS`): FedAvg (`local_sgd`) and ESync's per-round stand-in (
 budget travels as "local-steps", or "time-budget-s" with "local-steps" the cap). Every other algorithm
 needs EdgeSync's client half (`edgesync.flower.apps:clientapp`): `refusal` says so, naming the node.
 Times are the server's: compute is from the push of a message to its reply (the ClientApp process's
-start-up included), wait from a reply to the next push.
+start-up included), wait from a reply to the next push. No step time is measured (the node is not
+calibrated or paced), so clients.jsonl has no median step or fidelity figures for a stock node.
 """
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ class StockNode:
 
     def hello(self) -> Message:
         return protocol.hello(None, None, {"flower_node_id": self.node_id, "client": "stock Flower ClientApp",
-                                           "device": None, "host": None})
+                                           "device": None, "host": f"Flower node {self.node_id}"})
 
     def _reset(self) -> None:
         self.clock, self.stats = ClientClock(), TrainerStats()
@@ -179,7 +180,6 @@ class StockNode:
         self.stats.steps += steps
         self.stats.samples += samples
         self.stats.compute_s += elapsed
-        self.stats.step_times.add(elapsed / steps)
         self.clock.update_sent(now)
         return protocol.update(meta, tensors)
 
