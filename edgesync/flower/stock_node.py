@@ -34,7 +34,7 @@ from torch import nn
 
 from edgesync import params as flat
 from edgesync.runtime.accounting import ClientClock, client_totals
-from edgesync.trainer import StepSample, TrainerStats
+from edgesync.trainer import TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T
 
