@@ -10,6 +10,7 @@ one job per file:
 | `records.py` | an EdgeSync protocol message ↔ Flower records (ArrayRecord, ConfigRecord, MetricRecord) |
 | `grid_socket.py` | the coordinator's socket API over a Flower `Grid` (push/pull), one message in flight per node |
 | `coordinator.py` | the live coordinator on that socket through its public hooks; `serve()` is the ServerApp |
+| `stock_node.py` | a stock Flower ClientApp (only `train`/`evaluate`, standard Message API) driven from the server: weights out by `state_dict` names, Δ back, for `local_sgd` and `esync_budget`; other algorithms refused |
 | `node.py` | the ClientApp side: one SuperNode's trainer and client half, rebuilt from `context.state` |
 | `numpy_client.py` | a legacy `NumPyClient` (local SGD) for older Flower servers |
 | `lab.py` | a local SuperLink and N SuperNodes on 127.0.0.1, started and stopped by PID |

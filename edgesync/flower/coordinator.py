@@ -35,7 +35,9 @@ from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig
 from edgesync.constants import STATS_TIMEOUT_S
 from edgesync.flower.grid_socket import GridSocket
+from edgesync.flower.stock_node import ModelLayout
 from edgesync.metrics.recorder import RunRecorder, dumps_line
+from edgesync.models import build_model
 from edgesync.runtime.coordinator import Coordinator
 from edgesync.runtime.evaluator import Snapshot
 from edgesync.runtime.progress import Progress
@@ -47,6 +49,7 @@ from edgesync.transport.protocol import MessageType as T
 log = logging.getLogger("edgesync.flower.server")
 
 FEDERATED_EVAL_FILE = "flower_eval.jsonl"
+ERROR_FILE = "error.txt"  # why a run failed (the ServerApp raised: `flwr ls` shows the run failed)
 DEFAULT_RUN_CONFIG: dict[str, Any] = {"scenario": "scenarios/flower_fedavg.yaml", "set": "", "out": "",
                                       "esync-budget": "steps", "federated-eval": False, "resume": False,
                                       "overwrite": False}
@@ -58,8 +61,16 @@ class FlowerCoordinator(Coordinator):
     def __init__(self, scenario: Scenario, recorder: RunRecorder, grid: Grid, esync_budget: str = "steps",
                  federated_eval: bool = False, progress: Progress | None = None):
         """`esync_budget`: the `budget` of the stand-in for ESync (`flower_scenario`)."""
-        super().__init__(flower_scenario(scenario, esync_budget), recorder, progress=progress, sock=GridSocket(grid))
+        scenario = flower_scenario(scenario, esync_budget)
+        sock = GridSocket(grid, [a.name for a in scenario.algorithms])
+        super().__init__(scenario, recorder, progress=progress, sock=sock)
         self.federated_eval = federated_eval
+
+    def prepare(self) -> None:
+        """As the live coordinator's, and the global model's layout for stock Flower ClientApps (stock_node.py)."""
+        super().prepare()
+        data = self.workload.data
+        self.sock.layout = ModelLayout(build_model(self.scenario.model.name, data.num_classes, data.input_shape[0]))
 
     def after_algorithm(self, config: AlgorithmConfig, end_s: float, final: Snapshot) -> None:
         """With `federated-eval`, every node evaluates the final model on its own training split."""
@@ -127,7 +138,13 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
         finally:
             coordinator.close()
 
-    summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=resume, claimed=True)
+    try:
+        summary = run_experiment(scenario, run_dir, run_variant, progress=False, resume=resume, claimed=True)
+    except Exception as exc:  # failures are failures: recorded in the run folder, and the ServerApp fails
+        reason = f"{type(exc).__name__}: {exc}"
+        log.error("run failed after %.1f s: %s", time.perf_counter() - started, reason)
+        (run_dir / ERROR_FILE).write_text(reason + "\n", encoding="utf-8")
+        raise
     for label, s in summary.items():
         log.info("%s: final accuracy %s, %s updates, %.0f samples/s", label, s.get("final_acc"), s.get("updates"),
                  s.get("samples_per_s") or 0)

@@ -18,7 +18,12 @@ coordinator sends is pushed as Flower messages (`Grid.push_messages`), and repli
 
 REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (ESync runs as
 its stand-in `esync_budget`, serve() sees to that). A Flower error reply (the ClientApp raised, the node went away) arrives as
-ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket.
+ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket. Failures are failures:
+once every node's last reply is an error, `recv` raises RunAborted naming each node's reason.
+
+A node whose reply to query.hello says it runs a stock Flower ClientApp (no EdgeSync protocol) is
+driven through Flower's standard train/evaluate messages by a `stock_node.StockNode`; if an algorithm
+of the run needs EdgeSync's client half, `recv` raises RunAborted at once, naming it and the node.
 
 A node is never sent a message while another is in flight to it: later ones wait here, per node, in
 order, so no two ClientApp processes of a node write its `context.state` at once. END does not wait
@@ -39,6 +44,8 @@ from flwr.serverapp import Grid
 from edgesync.constants import FLOWER_NODE_POLL_INTERVAL_S, FLOWER_PULL_INTERVAL_S
 from edgesync.emulation.links import Link
 from edgesync.flower import records
+from edgesync.flower.stock_node import ModelLayout, StockNode, refusal, stock_reason
+from edgesync.runtime.membership import RunAborted
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 
@@ -53,8 +60,14 @@ def peer_of(node_id: int) -> bytes:
 
 
 class GridSocket:
-    def __init__(self, grid: Grid):
+    def __init__(self, grid: Grid, algorithm_names: list[str] = ()):
+        """`algorithm_names`: the run's algorithms, to refuse a stock node at once if one needs EdgeSync's client."""
         self.grid = grid
+        self.algorithm_names = list(algorithm_names)
+        self.layout: ModelLayout | None = None  # the global model (set by the coordinator): stock nodes' weights
+        self.stock: dict[bytes, StockNode] = {}
+        self.hellos: set[str] = set()  # Flower message ids of query.hello in flight
+        self.failing: dict[bytes, str] = {}  # nodes whose last reply is an error, and why
         self.address = f"the Flower SuperLink (run {grid.run.run_id})"
         self.bytes_in: dict[bytes, int] = defaultdict(int)
         self.bytes_out: dict[bytes, int] = defaultdict(int)
@@ -131,14 +144,23 @@ class GridSocket:
     def _push(self, peer: bytes, message: Message) -> int:
         if message.type == T.SETUP:  # totals of the previous algorithm end here, not when SETUP was queued:
             self.stats.pop(peer, None)  # an update still in flight then would bring them back
-        content = records.to_records(message)
+        stock = self.stock.get(peer)
+        if stock is not None and (here := stock.answer_here(message)) is not None:  # SETUP, CALIBRATE
+            self.inbox.append((peer, here))
+            return self._push(peer, self.queued[peer].popleft()) if self.queued[peer] else 0
+        if stock is not None:
+            kind, content = stock.request(message)
+        else:
+            kind, content = FLOWER_TYPES[message.type], records.to_records(message)
         size = records.payload_bytes(content)
-        out = FlowerMessage(content, dst_node_id=int(peer), message_type=FLOWER_TYPES[message.type])
+        out = FlowerMessage(content, dst_node_id=int(peer), message_type=kind)
         ids = list(self.grid.push_messages([out]))
         if not ids or not ids[0]:
             self.inbox.append((peer, protocol.error(f"the SuperLink did not take {message.type}")))
             return 0
         self.in_flight[ids[0]] = peer
+        if message.type == T.HELLO:
+            self.hellos.add(ids[0])
         self.bytes_out[peer] += size
         return size
 
@@ -149,14 +171,53 @@ class GridSocket:
 
     def _pull(self) -> None:
         for reply in self.grid.pull_messages(list(self.in_flight)):
-            peer = self.in_flight.pop(reply.metadata.reply_to_message_id, None)
+            asked = reply.metadata.reply_to_message_id
+            peer = self.in_flight.pop(asked, None)
             if peer is None:
                 continue
-            self.inbox.append((peer, self._decode(peer, reply)))
+            if asked in self.hellos and (why := stock_reason(reply)) is not None:
+                self.hellos.discard(asked)
+                msg = self._stock_node(peer, why)
+            else:
+                self.hellos.discard(asked)
+                msg = self._decode(peer, reply)
+            self.inbox.append((peer, msg))
+            self._note_failure(peer, msg)
             if self.queued[peer]:
                 self._push(peer, self.queued[peer].popleft())
 
+    def _stock_node(self, peer: bytes, why: str) -> Message:
+        """The HELLO of a node that runs a stock Flower ClientApp; RunAborted if the run needs EdgeSync's client."""
+        node_id = int(peer)
+        if (refused := refusal(self.algorithm_names, node_id, why)) is not None:
+            log.error("%s", refused)
+            raise RunAborted(refused)
+        if self.layout is None:
+            raise RunAborted(f"Flower node {node_id} runs a stock Flower ClientApp, but no model layout was set")
+        log.info("Flower node %d runs a stock Flower ClientApp (%s): it gets Flower's standard train and "
+                 "evaluate messages", node_id, why)
+        self.stock[peer] = StockNode(node_id, why, self.layout)
+        return self.stock[peer].hello()
+
+    def _note_failure(self, peer: bytes, msg: Message | ProtocolError) -> None:
+        """Failures are failures: RunAborted once every node's last reply is an error."""
+        if isinstance(msg, Message) and msg.type != T.ERROR:
+            self.failing.pop(peer, None)
+            return
+        self.failing[peer] = str(msg) if isinstance(msg, ProtocolError) else str(msg.meta.get("reason"))
+        nodes = {peer_of(n) for n in self.greeted} | set(self.ranks)
+        if nodes and nodes <= set(self.failing):
+            why = "; ".join(f"node {p.decode()}: {self.failing[p]}" for p in sorted(nodes))
+            log.error("every node's reply is an error: %s", why)
+            raise RunAborted(f"every node's reply is an error: {why}")
     def _decode(self, peer: bytes, reply: FlowerMessage) -> Message | ProtocolError:
+        if peer in self.stock:
+            if not reply.has_error():
+                self.bytes_in[peer] += records.payload_bytes(reply.content)
+            msg = self.stock[peer].reply(reply)
+            if msg.type == T.UPDATE:
+                self.stats[peer] = self.stock[peer].totals()
+            return msg
         if reply.has_error():
             return protocol.error(f"Flower error {reply.error.code}: {reply.error.reason}")
         self.bytes_in[peer] += records.payload_bytes(reply.content)

@@ -165,8 +165,33 @@ class FlowerLab:
         cmd = [_tool("flwr"), "run", str(Path(app_dir).resolve()), CONNECTION, "--stream"]
         if run_config:
             cmd += ["--run-config", toml_pairs(run_config)]
-        return subprocess.run(cmd, env=self.env, capture_output=not stream, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        result = subprocess.run(cmd, env=self.env, capture_output=not stream, text=True, timeout=timeout_s,
+                                stdin=subprocess.DEVNULL)
+        if result.returncode == 0 and (failed := self.last_run_failed()):  # `flwr run --stream` exits 0 anyway
+            print(failed, file=sys.stderr)
+            return subprocess.CompletedProcess(cmd, 1, result.stdout, (result.stderr or "") + failed + "\n")
+        return result
+
+    def last_run_failed(self, wait_s: float = 10.0) -> str | None:
+        """Why the latest run failed (`flwr ls`: finished:failed, the ServerApp raised), or None if it did not."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            got = subprocess.run([_tool("flwr"), "ls", CONNECTION, "--format", "json"], env=self.env, text=True,
+                                 capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+            try:
+                runs = json.loads(got.stdout[got.stdout.index("{"):]).get("runs") or []
+            except ValueError:
+                return None
+            if not runs:
+                return None
+            run = max(runs, key=lambda r: str(r.get("pending-at") or ""))
+            status = str(run.get("status"))
+            if status.startswith("finished") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if "failed" not in status:
+            return None
+        return f"Flower run {run.get('run-id')} {status}: {run.get('status-details')}"
 
     def alive(self) -> list[int]:
         """PIDs of this lab's processes and their descendants that are still running."""

@@ -3,8 +3,9 @@
 `FakeGrid` implements Flower's `Grid` (push/pull by message id). Each node handles its messages in
 order on its own thread through the real ClientApp, with a fresh `Context` per message whose state
 is a copy of what the last message left (a SuperNode starts a new process per message: nothing else
-survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow. A stock Flower strategy
-drives it with `send_and_receive`; a ClientApp that raises is answered with an error reply, as a SuperNode does.
+survives). Nodes can join late (`add_node`) and replies can be held back to make a node slow. A stock Flower
+strategy drives it with `send_and_receive`. A ClientApp that raises is answered with Flower's error reply,
+as a SuperNode does (flwr/supernode/runtime/run_clientapp.py).
 """
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ class FakeGrid(Grid):
             try:
                 reply = self.app(message, context)
                 node["state"] = context.state
-            except Exception as exc:  # noqa: BLE001 - what a SuperNode does: the ClientApp's failure is the reply
-                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=f"{type(exc).__name__}: {exc}"),
-                                reply_to=message)
+            except Exception as ex:  # noqa: BLE001 - as the SuperNode: the run sees an error reply
+                reason = str(type(ex)) + ":<'" + str(ex) + "'>"
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message)
             with self.lock:
                 self.answered.append(reply)
                 self.replies[message.metadata.message_id] = reply
