@@ -13,7 +13,8 @@ in `state_dict()` order (`ArrayRecord([ndarray, …])`); the reply uses the same
 
 Node config (`--node-config`): `partition-id`, `num-partitions` (default 2), `partition` (iid |
 dirichlet), `dataset`, `model`, `seed`, `batch-size`, `device`, `data-root`, `profile` (x1, x10, gamma…),
-`headroom` (0.7: a ×1 step lasts the undisturbed step, measured once, / headroom), `rate-mbps` and
+`headroom` (0.7: a ×1 step lasts the undisturbed step, measured once, / headroom) or `base-s` (the ×1
+step in seconds, the same on every node: exact ratios whatever each node measures), `rate-mbps` and
 `latency-ms` (the node's link, both ways), `test-size` (evaluate on the first N test samples; default all).
 Train config: `lr` (0.05), `local-steps` (10) or `local-epochs` (passes over the partition), `momentum`
 (0), `weight-decay` (0), `proximal-mu` (FedProx's term, 0).
@@ -71,6 +72,9 @@ class StandardNode:
                          latency_s=float(cfg.get("latency-ms", 0.0)) / 1e3)
         self.seed = int(cfg.get("seed", 0))
         self.headroom = float(cfg.get("headroom", DEFAULT_HEADROOM))
+        self.base_s = float(cfg.get("base-s", 0.0))  # one ×1 step for every node of a lab (0: measured here)
+        if self.base_s < 0:
+            raise ValueError(f"node config base-s {self.base_s:g}: expected seconds ≥ 0 (0: measure this node)")
         if not 0 < self.headroom <= 1:
             raise ValueError(f"node config headroom {self.headroom:g}: expected a fraction in (0, 1]")
 
@@ -106,7 +110,7 @@ class StandardNode:
         half = LocalSGDClient(LocalSGDConfig(lr=float(cfg["lr"]), momentum=float(cfg["momentum"]),
                                              weight_decay=float(cfg["weight-decay"]), local_steps=steps,
                                              batch_size=self.trainer.batch_size), self.trainer)
-        base_s = self._reference_s() / self.headroom
+        base_s = self.base_s or self._reference_s() / self.headroom
         throttle = Throttle(FactorSampler(self.profile, seed=self.seed, rank=self.rank), base_s)
         self.trainer.hook = throttle
         theta0, buffers = self.trainer.get_params(), self._buffers()
