@@ -56,7 +56,7 @@ def test_stock_fedavg_and_fedadam_drive_edgesyncs_clientapp_on_a_superlink(lab, 
     slow = [m for m in fedavg["train"] if m["factor"] == 10.0]
     assert len(fast) == len(slow) == 3, fedavg["train"]
     ratio = sum(m["compute_s"] for m in slow) / sum(m["compute_s"] for m in fast)
-    assert 8.0 < ratio < 12.0, (ratio, fedavg["train"])
+    assert 7.5 < ratio < 13.0, (ratio, fedavg["train"])  # each node measured its own undisturbed step
     acc = [fedavg["accuracy"][str(r)] for r in (1, 2, 3)]
     assert acc[2] > acc[0] and acc[2] > 0.3, acc
 
