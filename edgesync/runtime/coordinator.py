@@ -364,7 +364,7 @@ class Coordinator:
         if self.availability.is_offline(asked, self._now()):
             back = self.availability.online_at(asked, self._now())
             members.reject(identity, f"client {asked} is offline until {back:.1f} s of the algorithm (its availability); "
-                                     "asking again")
+                                     "asking again", expected=True)
             return []
         if asked not in members.liveness.lost:
             if self.peers[asked].same_process(msg):

@@ -158,9 +158,14 @@ class Membership:
         log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
                  info.get("device"), profile.label, up.describe(), down.describe())
 
-    def reject(self, identity: bytes, reason: str, fatal: bool = False, hello: bool = False) -> None:
-        """Answer a message that is not used with ERROR; the warning is rate-limited per peer."""
-        self.warnings.warning(identity, f"message from {identity!r} rejected: {reason}")
+    def reject(self, identity: bytes, reason: str, fatal: bool = False, hello: bool = False,
+               expected: bool = False) -> None:
+        """Answer a message that is not used with ERROR; the warning is rate-limited per peer. An `expected`
+        refusal (a device back before its online time) is logged at DEBUG: each try comes on a new socket."""
+        if expected:
+            log.debug("message from %r rejected: %s", identity, reason)
+        else:
+            self.warnings.warning(identity, f"message from {identity!r} rejected: {reason}")
         self.sock.send(identity, protocol.error(reason, fatal=fatal, hello=hello))
 
     def say_hello_first(self, identity: bytes, msg: Message, when: str) -> None:
