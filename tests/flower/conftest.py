@@ -47,3 +47,24 @@ def fake_grid(client_app):
     yield make
     for grid in grids:
         grid.close()
+
+
+@pytest.fixture
+def flower_lab(tmp_path):
+    """`flower_lab(nodes)`: a started FlowerLab (a real SuperLink and one SuperNode per node config),
+    stopped after the test; the test is skipped where Flower's commands are not installed."""
+    from edgesync.flower.lab import FlowerLab, LabError, _tool
+    labs: list = []
+
+    def make(nodes: list[dict]):
+        try:
+            _tool("flower-superlink")
+        except LabError as exc:
+            pytest.skip(str(exc))
+        lab = FlowerLab(tmp_path / "flwr-home", nodes)
+        labs.append(lab)
+        return lab.start()
+
+    yield make
+    for lab in labs:
+        lab.stop()

@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from edgesync.flower.lab import STATE_FILE, FlowerLab, LabError, _tool, stop_detached
+from edgesync.flower.lab import STATE_FILE, LabError, _tool, stop_detached
 from edgesync.metrics.recorder import read_jsonl
 
 from conftest import ROOT
@@ -38,16 +38,8 @@ STOP_BOUND_S = 20
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        _tool("flower-superlink")
-    except LabError as exc:
-        pytest.skip(str(exc))
-    lab = FlowerLab(tmp_path / "flwr-home", [{"partition-id": 0}, {"partition-id": 1, "profile": "x1"}])
-    try:
-        yield lab.start()
-    finally:
-        lab.stop()
+def lab(flower_lab):
+    return flower_lab([{"partition-id": 0}, {"partition-id": 1, "profile": "x1"}])
 
 
 def _running(pids: list[int]) -> list[int]:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from edgesync.flower.coordinator import ERROR_FILE
-from edgesync.flower.lab import FlowerLab, LabError, _tool
 from edgesync.metrics.recorder import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -20,17 +19,8 @@ RUN_TIMEOUT_S = 150
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        _tool("flower-superlink")
-    except LabError as exc:
-        pytest.skip(str(exc))
-    lab = FlowerLab(tmp_path / "flwr-home", [{"partition-id": 0, "num-partitions": 2},
-                                             {"partition-id": 1, "num-partitions": 2}])
-    try:
-        yield lab.start()
-    finally:
-        lab.stop()
+def lab(flower_lab):
+    return flower_lab([{"partition-id": 0, "num-partitions": 2}, {"partition-id": 1, "num-partitions": 2}])
 
 
 def test_a_stock_clientapp_trains_under_fedavg_and_asgd_is_refused(lab, tmp_path):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from edgesync.flower.lab import FlowerLab, LabError, _tool
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +23,8 @@ NODES = [{"partition-id": 0, "num-partitions": 2, "profile": "x1", "test-size": 
 
 
 @pytest.fixture
-def lab(tmp_path):
-    try:
-        _tool("flower-superlink")
-    except LabError as exc:
-        pytest.skip(str(exc))
-    lab = FlowerLab(tmp_path / "flwr-home", NODES)
-    try:
-        yield lab.start()
-    finally:
-        lab.stop()
+def lab(flower_lab):
+    return flower_lab(NODES)
 
 
 def _run(lab, app: Path, out: Path, **config) -> dict:
