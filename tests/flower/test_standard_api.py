@@ -1,7 +1,8 @@
 """EdgeSync's ClientApp under stock Flower strategies (Flower's standard Message API), on in-process nodes.
 
-`flwr.serverapp.strategy.FedAvg` / `FedAdam` / `FedProx` call `start()` on a FakeGrid whose nodes run
-the real ClientApp (`edgesync.flower.apps:clientapp`): one ×1 and one ×10 node, 3 rounds.
+Stock strategies of `flwr.serverapp.strategy` (FedAvg; FedAdam, FedAdagrad, FedYogi, FedProx, FedAvgM)
+call `start()` on a FakeGrid whose nodes run the real ClientApp (`edgesync.flower.apps:clientapp`):
+FedAvg on a ×1 and a ×10 node for 3 rounds, the others on one node for 2.
 """
 from __future__ import annotations
 
@@ -67,13 +68,16 @@ def test_stock_fedavg_drives_an_x1_and_an_x10_device(fake_grid):
     assert acc[2] > acc[0] and acc[2] > 0.3, acc
 
 
-@pytest.mark.parametrize("name", ["FedAdam", "FedProx"])
+STRATEGY_OPTIONS = {"FedAdam": {"eta": 0.01}, "FedAdagrad": {"eta": 0.01}, "FedYogi": {"eta": 0.01},
+                    "FedProx": {"proximal_mu": 0.1}, "FedAvgM": {"server_momentum": 0.9}}
+
+
+@pytest.mark.parametrize("name", list(STRATEGY_OPTIONS))
 def test_other_stock_strategies_run_unchanged(fake_grid, name):
     import flwr.serverapp.strategy as strategies
 
     strategy = getattr(strategies, name)(fraction_train=1.0, fraction_evaluate=0.0, min_available_nodes=1,
-                                         min_train_nodes=1,
-                                         **({"proximal_mu": 0.1} if name == "FedProx" else {"eta": 0.01}))
+                                         min_train_nodes=1, **STRATEGY_OPTIONS[name])
     grid = fake_grid(NODES[:1])
     _, seen = _start(strategy, grid, rounds=2)
     assert len(seen) == 3 and seen[0] != seen[1] != seen[2]

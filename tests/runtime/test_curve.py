@@ -74,8 +74,10 @@ def test_an_unknown_key_is_refused_and_the_run_goes_on(loopback, keys, caplog):
     assert read_jsonl(run.run_dir / "metrics.jsonl")[-1]["updates"] == 8
 
 
-def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, caplog, monkeypatch):
-    """`edgesync run --curve`: throw-away keys, real client processes, removed keys afterwards."""
+@pytest.mark.parametrize("processes", [None, 1], ids=["a process per client", "two slots in one process"])
+def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, caplog, monkeypatch, processes):
+    """`edgesync run --curve`: throw-away keys, real client processes, removed keys afterwards; with
+    `live.processes` the slots of one process each come in over CURVE with that process's keys."""
     from edgesync.runtime.runs import run_scenario
     from edgesync.scenario import scenario_from_dict
 
@@ -83,13 +85,16 @@ def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, 
     monkeypatch.setattr("edgesync.runtime.launcher.local_keys",
                         lambda folder, n: made.append(folder) or local_keys(folder, n))
     caplog.set_level(logging.INFO, logger="edgesync.security")
+    caplog.set_level(logging.INFO, logger="edgesync.launcher")
     scenario = scenario_from_dict({
         "name": "curve", "seed": 1, "clients": ["x1", "x1"], "dataset": {"name": "fashion_mnist", "train_size": 1000},
         "algorithms": [{"name": "asgd", "lr": 0.05}], "stop": {"time_budget_s": 120, "max_updates": 6},
-        "eval": {"every_s": 5, "test_size": 200}})
+        "eval": {"every_s": 5, "test_size": 200}, **({"live": {"processes": processes}} if processes else {})})
     run_scenario(scenario, tmp_path / "run", progress=False, curve=True)
     assert read_jsonl(tmp_path / "run" / "metrics.jsonl")[-1]["updates"] == 6
-    assert caplog.text.count("admitted (public key") == 2  # both client processes came in over CURVE
+    assert caplog.text.count("admitted (public key") == 2  # both clients' sockets came in over CURVE
+    if processes:
+        assert "2 clients in 1 process of 2 slots" in caplog.text
     assert made and not made[0].exists()  # the throw-away keys are gone
 
 
