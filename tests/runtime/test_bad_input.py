@@ -136,6 +136,10 @@ def test_a_client_that_cannot_take_part_aborts_the_join_at_once_naming_it(loopba
     raw = RawClient(run.coordinator.address)
     raw.send(protocol.hello(1, None, {"host": "lab-7", "device": "cuda:0"}))
     raw.expect("WELCOME")
+    deadline = time.monotonic() + 30  # client 0 must have joined to be told (its thread may start late under load)
+    while 0 not in run.coordinator.peers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 0 in run.coordinator.peers, "client 0 did not join"
     started = time.monotonic()
     raw.send(protocol.error("client cannot use device cuda:0: no usable CUDA GPU", fatal=True))
     run.join(30)
