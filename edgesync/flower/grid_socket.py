@@ -175,11 +175,11 @@ class GridSocket:
             peer = self.in_flight.pop(asked, None)
             if peer is None:
                 continue
-            if asked in self.hellos and (why := stock_reason(reply)) is not None:
-                self.hellos.discard(asked)
+            hello = asked in self.hellos
+            self.hellos.discard(asked)
+            if hello and (why := stock_reason(reply)) is not None:
                 msg = self._stock_node(peer, why)
             else:
-                self.hellos.discard(asked)
                 msg = self._decode(peer, reply)
             self.inbox.append((peer, msg))
             self._note_failure(peer, msg)

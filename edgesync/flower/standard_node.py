@@ -86,11 +86,11 @@ class StandardNode:
         self._load(arrays)
         if kind == "train":
             metrics = self._train(config)
-            reply = RecordDict({arrays_key: self._arrays_like(arrays), "metrics": MetricRecord(metrics)})
-            comm_s += self._wait_link(reply[arrays_key].count_bytes())
+            trained = self._arrays_like(arrays)
+            comm_s += self._wait_link(trained.count_bytes())
             metrics["comm_s"] = round(comm_s, 4)
             metrics["wait_s"] = round(max(0.0, time.time() - _process_start() - metrics["compute_s"] - comm_s), 4)
-            reply["metrics"] = MetricRecord(metrics)
+            reply = RecordDict({arrays_key: trained, "metrics": MetricRecord(metrics)})
         elif kind == "evaluate":
             acc, loss = evaluate(self.trainer.model, self.local.test_x, self.local.test_y, batch_size=1000)
             reply = RecordDict({"metrics": MetricRecord({"num-examples": len(self.local.test_y),
