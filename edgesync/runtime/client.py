@@ -141,8 +141,9 @@ class EdgeClient:
                     if not self._go_offline():
                         return
                     continue
+                wait_s = self._wait_s()
                 try:
-                    msg = sock.recv(self._wait_s())
+                    msg = sock.recv(wait_s)
                 except ProtocolError as exc:
                     log.error("bad message from the coordinator: %s", exc)
                     sock.send(protocol.error(f"bad message: {exc}"))
@@ -151,7 +152,10 @@ class EdgeClient:
                     if not self._handle(sock, msg):
                         return
                     continue
-                silent = time.monotonic() - max(sock.last_recv, listening_since)
+                now = time.monotonic()
+                if now - tick > wait_s + 2 * HEARTBEAT_INTERVAL_S:  # stopped while it waited: not listening
+                    listening_since = now
+                silent = now - max(sock.last_recv, listening_since)
                 if self.rank is None:  # not joined yet: the coordinator may still be starting
                     if (gave_up := wait.check(sock, silent)) is not None:
                         sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now
