@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -127,6 +129,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         tensorboard: bool = typer.Option(False, "--tensorboard", help="also write TensorBoard event files into "
                                          "RUN_DIR/tensorboard as the run goes (sets output.tensorboard; allowed "
                                          "with --resume)"),
+        ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="simulator: run the clients' "
+                                          "work on Ray workers (sets sim.backend=ray), on the cluster at ADDRESS "
+                                          "(default: RAY_ADDRESS, else one started on this machine, else a new one)"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
@@ -137,6 +142,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         overrides.append(f"seeds={_parse_seeds(seeds)}")
     if processes is not None:
         overrides.append(f"live.processes={processes}")
+    _on_ray(ray, overrides)
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -147,6 +153,10 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     if tensorboard:  # where results go, not what runs: a resumed run may turn it on too
         overrides.append("output.tensorboard=true")
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
+    if ray is not None and sc.runtime != "sim":
+        err.print("[red]--ray runs the simulator's clients on Ray; this scenario's runtime is live (add --runtime "
+                  "sim)[/red]", highlight=False)
+        raise typer.Exit(2)
     from edgesync.runtime.runs import log_to, run_scenario
     run_dir = _claim(sc, out_dir, resume, overwrite)
     log_to(run_dir, verbose)
@@ -625,7 +635,31 @@ def flower_down(home: Path = typer.Option(Path("runs/.flower"), "--home", help="
     out.print(f"stopped {n} Flower processes", highlight=False)
 
 
+RAY_DEFAULT = "default"  # `--ray` alone: RAY_ADDRESS, else a cluster started on this machine, else a new one
+_RAY_ADDRESS = re.compile(r"(rays?://\S+|auto|local|[\w.\-\[\]:]+:\d+)")
+
+
+def ray_flag(argv: list[str]) -> list[str]:
+    """`--ray` may stand alone or take an ADDRESS (host:port, ray://…, auto, local); click's options always
+    take a value, so a lone one is given the default's name."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--ray" and (i + 1 == len(out) or not _RAY_ADDRESS.fullmatch(out[i + 1])):
+            out[i] = f"--ray={RAY_DEFAULT}"
+    return out
+
+
+def _on_ray(address: str | None, overrides: list[str]) -> None:
+    """`--ray [ADDRESS]`: the simulator's clients run on Ray (sim.backend ray), on the cluster at ADDRESS."""
+    if address is None:
+        return
+    overrides.append("sim.backend=ray")
+    if address != RAY_DEFAULT:
+        os.environ["RAY_ADDRESS"] = address  # read by ray.init(), as in any Ray program
+
+
 def main() -> None:
+    sys.argv = ray_flag(sys.argv)
     app()
 
 

@@ -250,6 +250,12 @@ class SimSpec(Strict):
         "model", description="coordinator processing time: model (its costs per event, measured once per "
         "machine and cached, recorded in measured_server_s; deterministic), zero (idealised: the coordinator "
         "takes no time) or measured (its wall time at every event; not deterministic)")
+    backend: Literal["serial", "ray"] = Field(
+        "serial", description="serial: every client's work in this process, one after another; ray: clients' "
+        "instructions run at once on Ray workers (this machine's, or the cluster `--ray ADDRESS` or RAY_ADDRESS "
+        "names) and are applied in virtual-time order: the same metrics (runtime/sim_ray.py)")
+    workers: int | None = Field(None, ge=1, description="ray: worker processes, each hosting a share of the "
+                                "clients; null = one per CPU of the Ray cluster")
     measured_step_s: dict[int, float] = Field(default_factory=dict, description="filled in by a run: the "
                                               "measured step time per batch size, reused on replay")
     measured_server_s: dict[str, ServerCostSpec] = Field(

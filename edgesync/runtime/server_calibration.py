@@ -60,7 +60,7 @@ def calibration_scenario(scenario: Scenario) -> Scenario:
     """`scenario` with the calibration's clients (×1, unlimited links) and the coordinator's work timed."""
     return scenario.model_copy(update={
         "clients": [ClientSpec() for _ in range(SERVER_CALIBRATION_CLIENTS)], "links": LinksSpec(),
-        "sweep": {}, "sim": scenario.sim.model_copy(update={"server_time": "measured"})})
+        "sweep": {}, "sim": scenario.sim.model_copy(update={"server_time": "measured", "backend": "serial"})})
 
 
 def calibrate(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:

@@ -1,7 +1,7 @@
 """The virtual-clock simulator: the same algorithm objects under a discrete-event engine.
 
-Computation is real (real gradients on real data, run serially in this process); only time is
-virtual. A client's step lasts `factor × base_step_s` virtual seconds (its device profile's factor,
+Computation is real (real gradients on real data, run serially in this process, or at once on Ray
+workers with `sim.backend: ray`: sim_ray.py); only time is virtual. A client's step lasts `factor × base_step_s` virtual seconds (its device profile's factor,
 the machine's measured or configured undisturbed step time); a message takes its link's transfer
 time; the coordinator's work on each update and query takes the virtual time `sim.server_time`
 says: its cost model (`model`, the default: costs measured once per machine, server_cost.py), none
@@ -24,28 +24,30 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Population, ServerAlgorithm, Update
+from edgesync.algorithms.base import AlgorithmConfig, Population, ServerAlgorithm, Update
 from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.availability import Schedule
-from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
-from edgesync.emulation.profiles import FactorSampler, Profile
+from edgesync.emulation.links import LinkChannel
+from edgesync.emulation.profiles import FactorSampler
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
-from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, ClientClock, client_totals
+from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.server_calibration import cached_or_calibrated
 from edgesync.runtime.server_cost import CostSamples
 from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
+from edgesync.runtime.sim_queries import QueryingClients
+from edgesync.runtime.sim_ray import RayClients
+from edgesync.runtime.sim_state import UPDATING, Event, SimClient
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.virtual_step import VirtualStep
 from edgesync.runtime.workload import prepare_workload, trainer_seed
@@ -53,48 +55,16 @@ from edgesync.scenario import Scenario, ServerCostSpec
 from edgesync.trainer import DeviceOffline, Trainer
 from edgesync.transport import protocol
 
+log = logging.getLogger("edgesync.sim")
 
 
-# Events after which the global model may have changed (a stop rule is checked): an update arrives, the
-# coordinator takes a queued one, or a device leaves or returns (a round may close without it).
-UPDATING = frozenset({"to_server", "server_free", "availability", "presence"})
-
-
-@dataclass
-class SimClient:
-    rank: int
-    profile: Profile
-    trainer: Trainer
-    half: ClientAlgorithm
-    clock: VirtualStep
-    up: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
-    down: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
-    free_at: float = 0.0           # when it finishes what it is computing
-    times: ClientClock = field(default_factory=ClientClock)
-    bytes_up: int = 0
-    bytes_down: int = 0
-    schedule: Schedule = field(default_factory=lambda: Schedule(None))  # its availability
-    online: bool = True
-    epoch: int = 0                 # times it went offline: what was sent to or from an earlier one is lost
-    offline_s: float = 0.0         # time spent offline, this algorithm
-    offline_since: float | None = None
-    rejoined: int = 0
-
-
-@dataclass(order=True)
-class Event:
-    time: float
-    seq: int
-    kind: str = field(compare=False)        # to_client | to_server | query | reply | resume | server_free
-    client: int = field(compare=False)      # -1: none (server_free)
-    message: Any = field(compare=False)     # Instruction, Update, or a query's / reply's metadata
-    size: int = field(compare=False, default=0)
-    epoch: int = field(compare=False, default=0)  # the client's epoch when it was sent (availability)
-
-
-class Simulator:
-    def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None):
+class Simulator(QueryingClients):
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None,
+                 ray_address: str | None = None):
         self.scenario = scenario
+        self.ray_address = ray_address  # sim.backend ray: the cluster (None: RAY_ADDRESS, else this machine)
+        self.pool: RayClients | None = None  # its workers, started at the first algorithm that uses them
+        self.remote: RayClients | None = None  # the pool, while an algorithm runs on it
         self.recorder = recorder
         self.progress = progress or Progress(enabled=False)
         self.server_costs: dict[str, ServerCostSpec] = {}  # per algorithm entry, with server_time model
@@ -144,8 +114,25 @@ class Simulator:
         return recorded if recorded is not None else cached_or_calibrated(self, config)
 
     def run(self) -> None:
-        for config in self.scenario.algorithms:
-            self._run_algorithm(config)
+        try:
+            for config in self.scenario.algorithms:
+                self._run_algorithm(config)
+        finally:
+            if self.pool is not None:
+                self.pool.close()
+
+    def _on_ray(self, spec, config: AlgorithmConfig) -> RayClients | None:
+        """The Ray workers this algorithm's clients run on (sim.backend ray), None: serially here."""
+        if self.scenario.sim.backend != "ray":
+            return None
+        if spec.client.uses_queries:
+            log.info("%s: its clients query the server mid-instruction: run serially", config.key)
+            return None
+        if self.pool is None:
+            shape = self.data.input_shape
+            self.pool = RayClients(self.x.numpy(), self.y.numpy(), self.scenario.model.name, self.data.num_classes,
+                                   shape[0], len(self.scenario.clients), self.scenario.sim.workers, self.ray_address)
+        return self.pool
 
     # -- one algorithm ---------------------------------------------------------------------------
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
@@ -167,12 +154,15 @@ class Simulator:
         """Clients, server half, coordinator and an empty event queue for one algorithm; nothing is sent yet."""
         sc = self.scenario
         spec = algorithms.get(config.name)
+        self.remote = self._on_ray(spec, config)
         clients = [self._client(rank, spec, config) for rank in range(len(sc.clients))]
+        if self.remote is not None:
+            self.remote.begin(sc, config, self.step_s[config.batch_size], self.splits)
         server = spec.server(config, self.initial, [c.rank for c in clients if c.online])
         self.clients, self.server, self.config, self.spec = clients, server, config, spec
         self.now = 0.0
         server.now = lambda: self.now
-        server.population = Population(sc.seed, {c.rank: c.trainer.num_samples for c in clients})
+        server.population = Population(sc.seed, {c.rank: len(self.splits[c.rank]) for c in clients})
         self.processes: dict[int, ClientProcess] = {}
         self.heap: list[Event] = []
         self.seq = itertools.count()
@@ -196,7 +186,10 @@ class Simulator:
         self.handlers[event.kind](event)
 
     def end_processes(self) -> None:
-        """Stop the instructions still running when the algorithm ended."""
+        """Stop the instructions still running when the algorithm ended (on Ray workers: let them end, as
+        serially: their steps count)."""
+        if self.remote is not None:
+            self._apply(self.remote.everything())
         for rank, process in self.processes.items():
             self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
             process.kill()
@@ -208,6 +201,7 @@ class Simulator:
         next_eval = every
         self.coordinator.start()
         while True:
+            self._settle(budget)
             t_next = self.heap[0].time if self.heap else budget
             # The global model only changes at events: evaluations due before the next one see it as is.
             while next_eval <= min(t_next, budget):
@@ -226,10 +220,12 @@ class Simulator:
         sc = self.scenario
         profile = sc.clients[rank].profile
         clock = VirtualStep(FactorSampler(profile, seed=sc.seed, rank=rank), self.step_s[config.batch_size])
-        trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
-                          seed=trainer_seed(sc.seed, rank), subset=self.splits[rank], hook=clock)
-        half = spec.client(config, trainer)
-        half.ctx = EagerContext(lambda: clock.elapsed)
+        trainer = half = None  # on Ray, its worker holds them
+        if self.remote is None:
+            trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
+                              seed=trainer_seed(sc.seed, rank), subset=self.splits[rank], hook=clock)
+            half = spec.client(config, trainer)
+            half.ctx = EagerContext(lambda: clock.elapsed)
         up, down = sc.client_links(rank)
         # seeded per client and direction: jitter and losses replay exactly
         up_seed, down_seed = sc.link_seeds(rank)
@@ -242,17 +238,33 @@ class Simulator:
         return c
 
     # -- events ------------------------------------------------------------------------------------
-    def push(self, t: float, kind: str, client: int, message, size: int, epoch: int = 0) -> None:
+    def push(self, t: float, kind: str, client: int, message, size: int, epoch: int = 0, seq: int | None = None):
         # Times are sums of floats (0.1 + 0.1 + 0.1 = 0.30000000000000004); on a nanosecond grid, events
         # that coincide in exact arithmetic coincide here too, so the tie rules hold (TIME_GRID_DIGITS).
         t = round(t, TIME_GRID_DIGITS)
-        heapq.heappush(self.heap, Event(t, next(self.seq), kind, client, message, size, epoch))
+        heapq.heappush(self.heap, Event(t, next(self.seq) if seq is None else seq, kind, client, message, size, epoch))
+
+    # -- instructions on Ray workers (sim_ray.py) --------------------------------------------------
+    def _settle(self, budget: float) -> None:
+        """Apply the results of the instructions in flight that may end before the next event."""
+        while self.remote is not None and (done := self.remote.due(self.heap[0].time if self.heap else budget)):
+            self._apply(done)
+
+    def _apply(self, results) -> None:
+        for flight, done in results:
+            c, end = self.clients[flight.rank], flight.start + done.elapsed
+            if done.update is None:
+                c.free_at = end  # it stopped when it went offline; nothing is sent
+            else:
+                self._finished(c, done.update, end, flight.seq)
 
     # -- availability ------------------------------------------------------------------------------
     def _availability(self, event: Event) -> None:
         """A device goes offline (what it computes and what is in flight to or from it is lost; the server
         half hears on_client_lost) or comes back (a fresh client half, as a live client set up again)."""
         c, t = self.clients[event.client], event.time
+        if self.remote is not None:
+            self._apply(self.remote.take(c.rank))  # what it computed ended at its offline time at the latest
         online = c.schedule.online(t)
         if c.online and not online:
             c.online, c.epoch, c.offline_since = False, c.epoch + 1, t
@@ -269,8 +281,11 @@ class Simulator:
             c.offline_s += t - (c.offline_since if c.offline_since is not None else t)
             c.offline_since = None
             c.free_at = max(c.free_at, t)
-            c.half = self.spec.client(self.config, c.trainer)  # its state starts afresh, as live
-            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            if self.remote is not None:
+                self.remote.rejoin(c.rank)
+            else:
+                c.half = self.spec.client(self.config, c.trainer)  # its state starts afresh, as live
+                c.half.ctx = EagerContext(lambda: c.clock.elapsed)
             self.account.log_presence(c.rank, True, t)
             self.coordinator.arrive(Event(t, next(self.seq), "presence", c.rank, "joined"))
         change = c.schedule.next_change(t)
@@ -287,10 +302,15 @@ class Simulator:
         c = self.clients[event.client]
         if not c.online or event.epoch != c.epoch:
             return  # sent to a device that has gone offline since: lost with its connection
+        if self.remote is not None:
+            self._apply(self.remote.take(c.rank))  # its previous instruction's end: when this one can start
         start = max(event.time, c.free_at)
         c.times.instruction_started(start)
         c.clock.elapsed = 0.0
         c.clock.offline_at = c.schedule.next_change(start) if not c.schedule.always else math.inf
+        if self.remote is not None:  # its update keeps the place among equal times it would have serially
+            self.remote.start(c.rank, event.message, start, c.clock.offline_at, next(self.seq))
+            return
         if not c.half.uses_queries:
             c.half.ctx.start = start
             try:
@@ -308,58 +328,11 @@ class Simulator:
         self.processes[c.rank] = process
         self._serve(c, process.advance(start))
 
-    def _finished(self, c: SimClient, update: Update, done: float) -> None:
+    def _finished(self, c: SimClient, update: Update, done: float, seq: int | None = None) -> None:
         c.free_at = done
         c.times.update_sent(done)
         size = protocol.update(update.meta, update.tensors).wire_size()
-        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size, c.epoch)
-
-    # -- clients that query mid-instruction (sim_process.py) ---------------------------------------
-    def _serve(self, c: SimClient, request: tuple) -> None:
-        """Act on what a suspended client process asked for."""
-        kind = request[0]
-        if kind == "query":
-            self._send_query(c, request[1], request[2], blocking=True)
-        elif kind == "sync":
-            self.push(request[1], "resume", c.rank, None, 0)
-        elif kind == "wait":
-            self.push(request[2], "resume", c.rank, self.processes[c.rank].wait_token, 0)
-        elif kind == "done":
-            del self.processes[c.rank]
-            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
-            self._finished(c, request[1], request[2])
-        elif kind == "error" and isinstance(request[1], DeviceOffline):
-            del self.processes[c.rank]  # it went offline mid-instruction: nothing is sent
-            c.half.ctx = EagerContext(lambda: c.clock.elapsed)
-            c.free_at = c.clock.offline_at
-        elif kind == "error":
-            raise request[1]
-
-    def _send_query(self, c: SimClient, meta: dict, t: float, blocking: bool) -> None:
-        size = protocol.query(meta).wire_size()
-        c.bytes_up += size
-        self.account.bytes_up += size
-        self.push(c.up.arrival(t, size), "query", c.rank, (meta, blocking), size, c.epoch)
-
-    def _reply_at_client(self, event: Event) -> None:
-        process = self.processes.get(event.client)
-        if process is None or event.epoch != self.clients[event.client].epoch:
-            return  # the instruction it answers is over (or the device went offline since)
-        reply, blocking = event.message
-        if blocking:
-            self._serve(self.clients[event.client], process.advance(event.time, reply))
-            return
-        process.inbox.append(reply)
-        if process.request[0] == "wait":  # it cuts the client's interruptible step short
-            self._serve(self.clients[event.client], process.advance(max(event.time, process.request[1])))
-
-    def _resume(self, event: Event) -> None:
-        process = self.processes.get(event.client)
-        if process is None:
-            return
-        token = event.message  # None: a sync; else the wait whose time is up, unless it was woken already
-        if token is None or (process.request[0] == "wait" and token == process.wait_token):
-            self._serve(self.clients[event.client], process.advance(event.time))
+        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size, c.epoch, seq)
 
     # -- results -----------------------------------------------------------------------------------
     def _evaluate(self, t: float) -> None:
@@ -369,12 +342,15 @@ class Simulator:
 
     def _log_clients(self, end: float) -> None:
         rows = []
+        remote = self.remote.totals() if self.remote is not None else {}
         for c in self.clients:
+            there = remote.get(c.rank)
+            stats, factors, timeline = ((there.stats, there.factors, there.timeline) if there is not None else
+                                        (c.trainer.stats, c.clock.factors, c.clock.timeline))
             # A client mid-step at the end finishes that step (counted in compute_s), as a live client does
             # before it reads END: its wall time runs to then, so compute_s + wait_s = wall_s.
-            totals = client_totals(c.trainer.stats, c.times, end, "virtual", c.clock.base_step_s,
-                                   c.clock.factors, wall_end=c.free_at, base_s=c.clock.base_step_s,
-                                   timeline=c.clock.timeline)
+            totals = client_totals(stats, c.times, end, "virtual", c.clock.base_step_s, factors,
+                                   wall_end=c.free_at, base_s=c.clock.base_step_s, timeline=timeline)
             offline_s = c.offline_s + (end - c.offline_since if c.offline_since is not None else 0.0)
             rounds = getattr(self.server, "participation", None)  # as the live coordinator's client_extras
             rows.append(self.account.client_row(
@@ -384,11 +360,13 @@ class Simulator:
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
-def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[str, dict]:
+def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress,
+            ray_address: str | None = None) -> dict[str, dict]:
     """Run every algorithm of `scenario` in virtual time. Returns what a replay needs, as `sim` keys of the
     resolved scenario: `measured_step_s` (the step time used per batch size, unless the scenario fixes it)
-    and `measured_server_s` (the coordinator's costs used per algorithm entry, with server_time model)."""
-    sim = Simulator(scenario, recorder, progress)
+    and `measured_server_s` (the coordinator's costs used per algorithm entry, with server_time model).
+    `ray_address`: with sim.backend ray, the Ray cluster to run on (None: RAY_ADDRESS, else this machine)."""
+    sim = Simulator(scenario, recorder, progress, ray_address)
     sim.prepare()
     sim.run()
     fixed = scenario.sim.base_step_s is not None or scenario.emulation.base_step_ms is not None

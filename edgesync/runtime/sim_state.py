@@ -1,0 +1,49 @@
+"""What the simulator keeps per client and per event (simulator.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgesync.algorithms.base import ClientAlgorithm
+from edgesync.emulation.availability import Schedule
+from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
+from edgesync.emulation.profiles import Profile
+from edgesync.runtime.accounting import ClientClock
+from edgesync.runtime.virtual_step import VirtualStep
+from edgesync.trainer import Trainer
+
+# Events after which the global model may have changed (a stop rule is checked): an update arrives, the
+# coordinator takes a queued one, or a device leaves or returns (a round may close without it).
+UPDATING = frozenset({"to_server", "server_free", "availability", "presence"})
+
+
+@dataclass
+class SimClient:
+    rank: int
+    profile: Profile
+    trainer: Trainer | None          # None where a Ray worker hosts it (sim_ray.py)
+    half: ClientAlgorithm | None
+    clock: VirtualStep
+    up: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
+    down: LinkChannel = field(default_factory=lambda: LinkChannel(UNLIMITED_LINK))
+    free_at: float = 0.0           # when it finishes what it is computing
+    times: ClientClock = field(default_factory=ClientClock)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    schedule: Schedule = field(default_factory=lambda: Schedule(None))  # its availability
+    online: bool = True
+    epoch: int = 0                 # times it went offline: what was sent to or from an earlier one is lost
+    offline_s: float = 0.0         # time spent offline, this algorithm
+    offline_since: float | None = None
+    rejoined: int = 0
+
+
+@dataclass(order=True)
+class Event:
+    time: float
+    seq: int
+    kind: str = field(compare=False)        # to_client | to_server | query | reply | resume | server_free
+    client: int = field(compare=False)      # -1: none (server_free)
+    message: Any = field(compare=False)     # Instruction, Update, or a query's / reply's metadata
+    size: int = field(compare=False, default=0)
+    epoch: int = field(compare=False, default=0)  # the client's epoch when it was sent (availability)

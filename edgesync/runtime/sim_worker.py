@@ -1,0 +1,122 @@
+"""A worker of the simulator's Ray backend (sim_ray.py): it runs some clients' instructions.
+
+It holds the training data (once: read from Ray's object store, not copied per task), one model, and for
+each client it is given what the serial simulator keeps for it: the trainer (its batch order), the client
+half (its state) and the virtual step clock (its factor sampler). An instruction comes with its virtual
+start time and the device's next offline time; the worker returns the update (or that the device went
+offline) and the instruction's virtual duration: the numbers the serial simulator computes, since a
+client's work depends only on the instruction, its data and its own state, and the model is loaded from
+the instruction as in the serial run (client halves' contract, algorithms/base.py).
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from edgesync import algorithms
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, Update
+from edgesync.emulation.profiles import FactorSampler, GammaProfile, Profile
+from edgesync.models import build_model
+from edgesync.runtime.sim_process import EagerContext
+from edgesync.runtime.virtual_step import VirtualStep
+from edgesync.runtime.workload import trainer_seed
+from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, TrainerStats
+
+
+def factor_floor(sampler: FactorSampler) -> float:
+    """The least factor the client's next step can have: a gamma profile's next draw (read from a copy of
+    its generator), a constant profile's factor, a trace's smallest."""
+    if isinstance(sampler.profile, GammaProfile):
+        return copy.deepcopy(sampler).next()
+    return sampler.mean_factor
+
+
+@dataclass
+class ClientSpec:
+    """What a worker needs to host one client (sent once per algorithm)."""
+
+    rank: int
+    profile: Profile
+    indices: np.ndarray  # its rows of the training data
+    seed: int            # the scenario's
+
+
+@dataclass
+class Finished:
+    """One instruction's outcome: its update (None: the device went offline during it), its virtual
+    duration, and the least factor of the client's next step (the engine's look-ahead, sim_ray.py)."""
+
+    update: Update | None
+    elapsed: float
+    next_factor: float
+
+
+@dataclass
+class ClientTotals:
+    """What the run folder's clients.jsonl row needs from the worker at an algorithm's end."""
+
+    stats: TrainerStats
+    factors: StepSample
+    timeline: StepTimeline | None
+
+
+class _Hosted:
+    def __init__(self, clock: VirtualStep, trainer: Trainer, half: ClientAlgorithm):
+        self.clock, self.trainer, self.half = clock, trainer, half
+
+
+class SimWorker:
+    """Made a Ray actor by sim_ray.py (`ray.remote(SimWorker)`); plain Python, so tests can run it inline."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, model: str, num_classes: int, in_channels: int):
+        torch.set_num_threads(1)  # as the serial simulator: one thread, the same arithmetic
+        with warnings.catch_warnings():  # the object store's arrays are read-only; training only reads them
+            warnings.simplefilter("ignore", UserWarning)
+            self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+        self.model = build_model(model, num_classes=num_classes, in_channels=in_channels)
+        self.clients: dict[int, _Hosted] = {}
+
+    def begin(self, config: AlgorithmConfig, base_step_s: float, clients: list[ClientSpec]) -> None:
+        """Host `clients` for one algorithm entry (what a previous entry left is dropped)."""
+        self.config, self.spec = config, algorithms.get(config.name)
+        self.clients = {}
+        for c in clients:
+            clock = VirtualStep(FactorSampler(c.profile, seed=c.seed, rank=c.rank), base_step_s)
+            trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
+                              seed=trainer_seed(c.seed, c.rank), subset=c.indices, hook=clock)
+            hosted = self.clients[c.rank] = _Hosted(clock, trainer, None)
+            self._new_half(hosted)
+
+    def _new_half(self, hosted: _Hosted) -> None:
+        hosted.half = self.spec.client(self.config, hosted.trainer)
+        hosted.half.ctx = EagerContext(lambda: hosted.clock.elapsed)
+        hosted.clock.now = lambda: hosted.half.ctx.now()
+
+    def rejoin(self, rank: int) -> None:
+        """The device came back online: its half starts afresh (its trainer and clock go on), as serially."""
+        self._new_half(self.clients[rank])
+
+    def run(self, rank: int, instruction: Instruction, start: float, offline_at: float) -> Finished:
+        hosted = self.clients[rank]
+        clock, half = hosted.clock, hosted.half
+        clock.elapsed, clock.offline_at = 0.0, offline_at
+        half.ctx.start = start
+        try:
+            update = half.on_instruction(instruction)
+        except DeviceOffline:
+            update = None
+        return Finished(update, clock.elapsed, factor_floor(clock.sampler))
+
+    def totals(self) -> dict[int, ClientTotals]:
+        return {rank: ClientTotals(h.trainer.stats, h.clock.factors, h.clock.timeline)
+                for rank, h in self.clients.items()}
+
+
+def initial_floor(profile: Profile, seed: int, rank: int) -> float:
+    """A client's first step's least factor, as its worker's fresh sampler will draw it."""
+    return factor_floor(FactorSampler(profile, seed=seed, rank=rank))
+
