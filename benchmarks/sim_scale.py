@@ -11,17 +11,36 @@ evaluations (t = 0 and the end) on 500
 test images. Printed per run: updates, steps the clients ran, wall time of the simulation (data
 loading excluded, client set-up included), milliseconds per step, RSS after loading the data, peak
 RSS, and the growth between the two (in all and per client).
+
+    .venv/bin/python benchmarks/sim_scale.py --backends [--repeats 3] [--budget 10] [--write-docs]
+
+Serial vs Ray backend (issue 22). Method (fixed before the first result was seen): a compute-bound
+scenario, 16 ×1 clients on the full Fashion-MNIST training set split i.i.d., SSGD (lr 0.1) and ASGD
+(lr 0.05) entries, batch 128 (a step is ≈ 30–40 ms of torch against ≈ 1–2 ms of engine work per update),
+a fixed base step of 0.1 virtual s, `server_time: zero`, `--budget` virtual seconds per entry, evaluations
+every 2 virtual s on 500 test images. Each repeat runs the serial backend, then the Ray backend with a
+local Ray instance started by the run (`ray.init()`: as many workers as this machine has cores), each in a
+fresh process; the time is the whole `run_sim` call as a user waits for it (Ray's and its workers'
+start-up included, data loading excluded). Per repeat: both wall times, their ratio, and whether the two
+metrics.jsonl are identical (apart from wall_clock). The speed-up is the mean ratio with its 95%
+t-interval over the repeats; the ≥ 1.5× target holds only if the whole interval is above it.
+`--write-docs` puts the table into docs/benchmarks.md.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN, END = "<!-- sim_backends:begin -->", "<!-- sim_backends:end -->"
 
 
 def child(clients: int, algorithm: str, steps: int) -> None:
@@ -61,15 +80,102 @@ def child(clients: int, algorithm: str, steps: int) -> None:
                       "peak_rss": peak, "virtual_s": last["time_s"]}))
 
 
+def backend_child(backend: str, budget: float, out: str) -> None:
+    """One run of the backends comparison in this fresh process; prints its wall time."""
+    import torch
+
+    from edgesync.metrics.recorder import RunRecorder
+    from edgesync.runtime.simulator import Simulator
+    from edgesync.scenario import scenario_from_dict
+
+    torch.set_num_threads(1)
+    sc = scenario_from_dict({
+        "name": "sim-backends", "seed": 0, "runtime": "sim", "dataset": {"name": "fashion_mnist"},
+        "clients": ["x1"] * 16,
+        "algorithms": [{"name": "ssgd", "lr": 0.1, "batch_size": 128}, {"name": "asgd", "lr": 0.05, "batch_size": 128}],
+        "stop": {"time_budget_s": budget, "target_acc": None}, "eval": {"every_s": 2.0, "test_size": 500},
+        "sim": {"base_step_s": 0.1, "server_time": "zero", "backend": backend},
+    })
+    recorder = RunRecorder(Path(out))
+    sim = Simulator(sc, recorder)
+    sim.prepare()
+    t0 = time.perf_counter()
+    sim.run()
+    wall = time.perf_counter() - t0
+    recorder.close()
+    print(json.dumps({"backend": backend, "wall_s": wall}))
+
+
+def metrics_rows(folder: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}
+            for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def compare_backends(repeats: int, budget: float) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeats):
+            row = {}
+            for backend in ("serial", "ray"):
+                out = Path(tmp) / f"{backend}-{i}"
+                proc = subprocess.run([sys.executable, __file__, "--backend-child", backend, str(budget), str(out)],
+                                      capture_output=True, text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                if proc.returncode != 0:
+                    sys.exit(f"{backend} run {i + 1} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
+                row[backend] = json.loads(proc.stdout.strip().splitlines()[-1])["wall_s"]
+            row["ratio"] = row["serial"] / row["ray"]
+            row["identical"] = metrics_rows(Path(tmp) / f"serial-{i}") == metrics_rows(Path(tmp) / f"ray-{i}")
+            rows.append(row)
+            print(f"  repeat {i + 1}/{repeats}: serial {row['serial']:.1f} s, ray {row['ray']:.1f} s, "
+                  f"{row['ratio']:.2f}×, metrics identical: {row['identical']}", file=sys.stderr, flush=True)
+    return rows
+
+
+def backends_table(rows: list[dict], budget: float) -> str:
+    sys.path.insert(0, str(ROOT))
+    from edgesync.metrics.seeds import interval
+
+    ratio = interval([r["ratio"] for r in rows])
+    lines = [f"| repeat | serial (s) | Ray, {os.cpu_count()} workers (s) | speed-up | metrics identical |", "|---:|---:|---:|---:|---|"]
+    for i, r in enumerate(rows):
+        lines.append(f"| {i + 1} | {r['serial']:.1f} | {r['ray']:.1f} | {r['ratio']:.2f}× | {'yes' if r['identical'] else 'NO'} |")
+    verdict = ("holds" if ratio.low is not None and ratio.low >= 1.5 else
+               "does not hold" if ratio.high is not None and ratio.high < 1.5 else "inconclusive")
+    interval_text = f" [{ratio.low:.2f}, {ratio.high:.2f}]" if ratio.low is not None else ""
+    lines.append("")
+    lines.append(f"Speed-up {ratio.mean:.2f}×{interval_text} (mean and 95% t-interval over {len(rows)} repeats); "
+                 f"target ≥ 1.5×: **{verdict}**. 16 ×1 clients, SSGD + ASGD, batch 128, {budget:g} virtual s per "
+                 f"entry, `server_time: zero`.")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     ap.add_argument("--algorithms", nargs="+", default=["asgd", "ssgd"])
     ap.add_argument("--steps", type=int, default=2000, help="about this many gradient steps per run")
+    ap.add_argument("--backends", action="store_true", help="serial vs Ray backend instead (see above)")
+    ap.add_argument("--repeats", type=int, default=3, help="--backends: pairs of runs")
+    ap.add_argument("--budget", type=float, default=10.0, help="--backends: virtual seconds per entry")
+    ap.add_argument("--write-docs", action="store_true", help="--backends: put the table into docs/benchmarks.md")
     ap.add_argument("--child", nargs=3, metavar=("CLIENTS", "ALGORITHM", "STEPS"), help=argparse.SUPPRESS)
+    ap.add_argument("--backend-child", nargs=3, metavar=("BACKEND", "BUDGET", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(int(args.child[0]), args.child[1], int(args.child[2]))
+        return
+    if args.backend_child:
+        backend_child(args.backend_child[0], float(args.backend_child[1]), args.backend_child[2])
+        return
+    if args.backends:
+        text = backends_table(compare_backends(args.repeats, args.budget), args.budget)
+        print(text)
+        if args.write_docs:
+            sys.path.insert(0, str(ROOT))
+            from edgesync.docs_block import replace_block
+            note = f"{platform.node()}, {os.cpu_count()} cores, `--repeats {args.repeats} --budget {args.budget:g}`"
+            replace_block(ROOT / "docs" / "benchmarks.md", BEGIN, END,
+                          f"_Written by `benchmarks/sim_scale.py --backends --write-docs` ({note})._\n\n{text}")
         return
 
     mb = 1 / 2 ** 20

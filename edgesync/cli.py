@@ -132,6 +132,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="simulator: run the clients' "
                                           "work on Ray workers (sets sim.backend=ray), on the cluster at ADDRESS "
                                           "(default: RAY_ADDRESS, else one started on this machine, else a new one)"),
+        parallel: int = typer.Option(1, "--parallel", metavar="N", min=1, help="simulator: run N of the sweep's "
+                                     "variants and seeds at a time, as Ray tasks (the same run folder as one "
+                                     "at a time)"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
@@ -153,9 +156,9 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     if tensorboard:  # where results go, not what runs: a resumed run may turn it on too
         overrides.append("output.tensorboard=true")
     sc = _load(resume / "scenario.yaml" if resume else scenario, overrides)
-    if ray is not None and sc.runtime != "sim":
-        err.print("[red]--ray runs the simulator's clients on Ray; this scenario's runtime is live (add --runtime "
-                  "sim)[/red]", highlight=False)
+    if (ray is not None or parallel > 1) and sc.runtime != "sim":
+        err.print(f"[red]{'--ray' if ray is not None else '--parallel'} is for the simulator; this scenario's "
+                  "runtime is live (add --runtime sim)[/red]", highlight=False)
         raise typer.Exit(2)
     from edgesync.runtime.runs import log_to, run_scenario
     run_dir = _claim(sc, out_dir, resume, overwrite)
@@ -166,7 +169,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     if sc.output.tensorboard:
         err.print(f"TensorBoard: tensorboard --logdir {run_dir / 'tensorboard'}", highlight=False)
     _run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
-                                                  curve=curve, claimed=True))
+                                                  curve=curve, claimed=True, parallel=parallel))
 
 
 def _parse_seeds(text: str) -> list[int]:
@@ -529,6 +532,9 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
                                                   "(default 0-2 with --quick, else 0-4)"),
               jobs: int = typer.Option(min(2, os.cpu_count() or 1), "--jobs", "-j", help="simulator experiments "
                                        "run at once, one process each (live runs: always one)"),
+              parallel: int = typer.Option(1, "--parallel", metavar="N", min=1, help="simulator: one experiment at "
+                                           "a time, N of its seeds at once as Ray tasks (instead of --jobs; "
+                                           "a cluster: RAY_ADDRESS)"),
               out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
               only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run"),
@@ -551,7 +557,8 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
         if chosen_seeds is not None and len(chosen_seeds) < 2:
             err.print("[yellow]--seeds: with one seed no claim gets an interval; every verdict will be "
                       "inconclusive[/yellow]", highlight=False)
-        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs)
+        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs,
+                     parallel=parallel)
     results = rp.evaluate(root)
     if not results:
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)

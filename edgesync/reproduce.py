@@ -201,10 +201,11 @@ def machine() -> str:
 
 
 def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | None = None,
-              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1) -> None:
+              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1, parallel: int = 1) -> None:
     """Run the experiments into `out/KEY`, each over `seeds` (default SEEDS of the mode); `jobs` > 1 runs
     that many simulator experiments at once in worker processes (live runs always one at a time: their
-    client processes need the cores)."""
+    client processes need the cores); `parallel` > 1 instead runs one experiment at a time, that many of
+    its seeds and variants at once as Ray tasks (runtime/parallel_variants.py)."""
     out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if quick else "full"
     seeds = list(seeds or SEEDS[mode])
@@ -222,10 +223,10 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
                              "started_at": round(now - wall_s, 1), "finished_at": round(now, 1)}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
 
-    workers = 1 if runtime == "live" or len(todo) <= 1 else max(1, jobs)
+    workers = 1 if runtime == "live" or len(todo) <= 1 or parallel > 1 else max(1, jobs)
     if workers == 1:
         for exp in todo:
-            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress))
+            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress, parallel))
         return
     if runtime == "sim":
         _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
@@ -241,10 +242,11 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
                  f"({(time.perf_counter() - started) / 60:.1f} min so far)")
 
 
-def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool) -> float:
+def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool, parallel: int = 1) -> float:
     t0 = time.perf_counter()
     # a second run of the suite into the same folder moves the earlier run of an experiment aside
-    run_scenario(load_scenario(ROOT / scenario, overrides), folder, progress=progress, overwrite=True)
+    run_scenario(load_scenario(ROOT / scenario, overrides), folder, progress=progress, overwrite=True,
+                 parallel=parallel)
     return time.perf_counter() - t0
 
 

@@ -119,7 +119,7 @@ def log_to(run_dir: Path | None, verbose: bool = True) -> None:
 
 def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, progress: bool = True,
                    resume: bool = False, checkpointed: bool = True, overwrite: bool = False,
-                   claimed: bool = False) -> dict:
+                   claimed: bool = False, parallel: int = 1) -> dict:
     """Run every sweep variant of `scenario` into `run_dir` with `run_variant`; returns the summary.
 
     `resume=True` goes on from the folder's checkpoint (runtime/checkpoint.py): finished algorithms and
@@ -127,7 +127,7 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
     that already holds a run raises RunFolderExists, untouched, unless `overwrite=True` moves it aside
     (`claim_run_folder`); `claimed=True`: the caller claimed it already (to log into it before the run).
     `checkpointed=False` (the simulator: deterministic, run it again) keeps no checkpoint and refuses
-    `resume`."""
+    `resume`. `parallel` > 1 (the simulator): that many variants at a time as Ray tasks (parallel_variants.py)."""
     if resume and not checkpointed:
         raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
     if resume and overwrite:
@@ -145,7 +145,12 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
                                          every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
         try:
-            for variant in runs:
+            one_by_one = runs
+            if parallel > 1 and len(runs) > 1 and scenario.runtime == "sim":
+                from edgesync.runtime.parallel_variants import run_parallel
+                run_parallel(runs, recorder, display, resolved, parallel)
+                one_by_one = []
+            for variant in one_by_one:
                 if checkpoints is not None and all(checkpoints.is_done(a.key) for a in variant.scenario.algorithms):
                     display.status(f"{variant.tag or scenario.name}: finished before the resume, skipped")
                     continue
@@ -160,10 +165,10 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
 
 
 def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
-                 curve: bool = False, overwrite: bool = False, claimed: bool = False) -> dict:
+                 curve: bool = False, overwrite: bool = False, claimed: bool = False, parallel: int = 1) -> dict:
     """`edgesync run`: every variant and algorithm of `scenario` in its runtime; returns the summary.
     `curve=True` CURVE-encrypts a live run's links, with throw-away keys (the simulator has no links);
-    `resume`, `overwrite` and `claimed` as in `run_experiment`."""
+    `resume`, `overwrite`, `claimed` and `parallel` as in `run_experiment`."""
 
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
@@ -186,7 +191,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
             tuning, folder, run_variant, progress, again, checkpointed=checkpointed), progress, resume, checkpointed)
         claimed = True
     return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=checkpointed,
-                          overwrite=overwrite, claimed=claimed)
+                          overwrite=overwrite, claimed=claimed, parallel=parallel)
 
 
 def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None = None) -> dict:

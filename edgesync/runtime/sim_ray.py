@@ -31,6 +31,8 @@ from edgesync.scenario import Scenario
 
 log = logging.getLogger("edgesync.sim")
 
+SHARED_TENSORS = 8  # tensors kept in the object store for instructions that send them again
+
 
 @dataclass
 class InFlight:
@@ -50,8 +52,7 @@ class RayClients:
             import ray
         except ImportError:
             raise RunAborted("sim.backend ray needs Ray: pip install 'ray==2.60.0' (requirements.txt pins it)") from None
-        self._started = not ray.is_initialized()
-        if self._started:  # address None: RAY_ADDRESS, else a cluster started on this machine, else a new one
+        if not ray.is_initialized():  # address None: RAY_ADDRESS, else a cluster started on this machine, else a new one
             where = address or os.environ.get("RAY_ADDRESS") or "this machine"
             try:
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -66,6 +67,7 @@ class RayClients:
         actor = ray.remote(num_cpus=1)(SimWorker)
         self.workers = [actor.remote(*data, model, num_classes, in_channels) for _ in range(size)]
         self.in_flight: dict[int, InFlight] = {}
+        self._puts: dict[tuple[int, int], tuple] = {}  # (id, version) of a tensor sent → (tensor, its object)
 
     def _home(self, rank: int):
         return self.workers[rank % len(self.workers)]
@@ -84,8 +86,19 @@ class RayClients:
         if rank in self.in_flight:
             raise RuntimeError(f"client {rank} got an instruction while still running the previous one")
         bound = round(min(start + self.floor[rank] * self.base_step_s, offline_at), TIME_GRID_DIGITS)
-        ref = self._home(rank).run.remote(rank, instruction, start, offline_at)
+        shipped = Instruction({key: self._put(t) for key, t in instruction.tensors.items()}, instruction.meta)
+        ref = self._home(rank).run.remote(rank, shipped, start, offline_at)
         self.in_flight[rank] = InFlight(rank, start, bound, seq, ref)
+
+    def _put(self, tensor):
+        """The tensor in the object store, once for every instruction that sends it unchanged (a round's θ
+        goes to all its clients); the worker fetches it (sim_worker.py)."""
+        key = (id(tensor), tensor._version)
+        if key not in self._puts:
+            if len(self._puts) >= SHARED_TENSORS:
+                self._puts.pop(next(iter(self._puts)))
+            self._puts[key] = (tensor, self.ray.put(tensor))  # held: its id stays its own while cached
+        return self._puts[key][1]
 
     def due(self, t: float) -> list[tuple[InFlight, Finished]]:
         """The results of every instruction in flight that may end by `t` (waiting for them)."""
@@ -122,8 +135,9 @@ class RayClients:
         return merged
 
     def close(self) -> None:
+        """Stop the workers. A Ray instance this run started stays up for the next run of this process (a
+        sweep's variants) and stops when the process ends, as Ray does."""
         for w in self.workers:
             self.ray.kill(w)
         self.workers = []
-        if self._started:
-            self.ray.shutdown()
+        self._puts.clear()

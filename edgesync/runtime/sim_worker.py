@@ -21,6 +21,7 @@ from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instruction, Update
 from edgesync.emulation.profiles import FactorSampler, GammaProfile, Profile
 from edgesync.models import build_model
+from edgesync.runtime.allocator import tune_allocator
 from edgesync.runtime.sim_process import EagerContext
 from edgesync.runtime.virtual_step import VirtualStep
 from edgesync.runtime.workload import trainer_seed
@@ -74,6 +75,7 @@ class SimWorker:
 
     def __init__(self, x: np.ndarray, y: np.ndarray, model: str, num_classes: int, in_channels: int):
         torch.set_num_threads(1)  # as the serial simulator: one thread, the same arithmetic
+        tune_allocator()  # and its allocator settings: a step's activations reuse memory (allocator.py)
         with warnings.catch_warnings():  # the object store's arrays are read-only; training only reads them
             warnings.simplefilter("ignore", UserWarning)
             self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
@@ -101,6 +103,11 @@ class SimWorker:
         self._new_half(self.clients[rank])
 
     def run(self, rank: int, instruction: Instruction, start: float, offline_at: float) -> Finished:
+        """`instruction`'s tensors may be in the object store (sim_ray.py sends a round's θ once): fetched."""
+        if any(not isinstance(t, torch.Tensor) for t in instruction.tensors.values()):
+            import ray
+            instruction = Instruction({k: t if isinstance(t, torch.Tensor) else ray.get(t)
+                                       for k, t in instruction.tensors.items()}, instruction.meta)
         hosted = self.clients[rank]
         clock, half = hosted.clock, hosted.half
         clock.elapsed, clock.offline_at = 0.0, offline_at

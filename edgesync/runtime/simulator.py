@@ -38,6 +38,7 @@ from edgesync.emulation.links import LinkChannel
 from edgesync.emulation.profiles import FactorSampler
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
+from edgesync.runtime.allocator import tune_allocator
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
@@ -74,6 +75,7 @@ class Simulator(QueryingClients):
         """Data, splits, θ₀, the shared model, the step time per batch size and the coordinator's costs."""
         sc = self.scenario
         torch.set_num_threads(1)  # serial and deterministic; the bare-loop benchmark uses the same
+        tune_allocator()  # activations reuse heap memory rather than fresh pages every step (allocator.py)
         self.workload = work = prepare_workload(sc)
         self.data = data = work.data
         self.splits, self.initial = work.splits, work.initial
