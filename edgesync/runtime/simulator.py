@@ -1,11 +1,12 @@
 """The virtual-clock simulator: the same algorithm objects under a discrete-event engine.
 
 Computation is real (real gradients on real data, run serially in this process, or at once on Ray
-workers with `sim.backend: ray`: sim_ray.py); only time is virtual. A client's step lasts `factor × base_step_s` virtual seconds (its device profile's factor,
-the machine's measured or configured undisturbed step time); a message takes its link's transfer
-time; the coordinator's work on each update and query takes the virtual time `sim.server_time`
-says: its cost model (`model`, the default: costs measured once per machine, server_cost.py), none
-(`zero`, idealised) or its wall time at that event (`measured`). The coordinator is one thread, as
+workers with `sim.backend: ray`: sim_ray.py); only time is virtual. A client's step lasts
+`factor × base_step_s` virtual seconds (its device profile's factor, the machine's measured or
+configured undisturbed step time); a message takes its link's transfer time; the coordinator's work
+on each update and query takes the virtual time `sim.server_time` says: its cost model (`model`, the
+default: costs measured once per machine, server_cost.py), none (`zero`, idealised) or its wall time
+at that event (`measured`). The coordinator is one thread, as
 live: an update or query that arrives while it is busy waits its turn (first come, first served),
 and what it sends leaves once it is encoded.
 
