@@ -86,3 +86,13 @@ def loopback(tmp_path):
     for run in runs:
         if not run.recorder.closed:
             run.recorder.close()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray instance with two CPUs for a test module (the simulator's Ray backend and --parallel
+    then use it, and leave it running between runs)."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -11,15 +11,8 @@ import yaml
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 
-ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
 
 
 def rows(run_dir: Path, file: str) -> list[dict]:

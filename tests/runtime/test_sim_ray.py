@@ -16,16 +16,8 @@ import pytest
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 
-ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One local Ray instance for the module (the backend then leaves it running between runs)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
 
 
 @pytest.fixture(autouse=True)
