@@ -10,7 +10,6 @@ runs.
 """
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,8 +19,6 @@ from edgesync.runtime.membership import RunAborted
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario, ServerCostSpec
 from edgesync.sweep import Variant
-
-log = logging.getLogger("edgesync.runs")
 
 PARTS_DIR = "parts"
 
@@ -35,9 +32,7 @@ def measured_for(scenario: Scenario) -> dict[str, dict]:
         sim = Simulator(scenario, recorder)
         sim.prepare()
         recorder.close()
-    fixed = scenario.sim.base_step_s is not None or scenario.emulation.base_step_ms is not None
-    return {"measured_step_s": {} if fixed else dict(sim.step_s),
-            "measured_server_s": {key: costs.model_dump() for key, costs in sim.server_costs.items()}}
+    return sim.measured()
 
 
 def _pinned(scenario: Scenario, measured: dict[str, dict]) -> Scenario:

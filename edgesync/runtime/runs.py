@@ -145,12 +145,11 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
                                          every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
         try:
-            one_by_one = runs
-            if parallel > 1 and len(runs) > 1 and scenario.runtime == "sim":
+            in_parallel = parallel > 1 and len(runs) > 1 and scenario.runtime == "sim"
+            if in_parallel:
                 from edgesync.runtime.parallel_variants import run_parallel
                 run_parallel(runs, recorder, display, resolved, parallel)
-                one_by_one = []
-            for variant in one_by_one:
+            for variant in [] if in_parallel else runs:
                 if checkpoints is not None and all(checkpoints.is_done(a.key) for a in variant.scenario.algorithms):
                     display.status(f"{variant.tag or scenario.name}: finished before the resume, skipped")
                     continue

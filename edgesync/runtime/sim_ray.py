@@ -18,6 +18,7 @@ the arithmetic may differ in the last bits (docs/simulator.md).
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass
 
@@ -47,15 +48,15 @@ class RayClients:
     """Ray workers hosting a simulation's clients (each client on one worker, its state kept there)."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray, model: str, num_classes: int, in_channels: int,
-                 clients: int, workers: int | None = None, address: str | None = None):
+                 clients: int, workers: int | None = None):
         try:
             import ray
         except ImportError:
             raise RunAborted("sim.backend ray needs Ray: pip install 'ray==2.60.0' (requirements.txt pins it)") from None
         if not ray.is_initialized():  # address None: RAY_ADDRESS, else a cluster started on this machine, else a new one
-            where = address or os.environ.get("RAY_ADDRESS") or "this machine"
+            where = os.environ.get("RAY_ADDRESS") or "this machine"
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+                ray.init(include_dashboard=False, log_to_driver=False)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, AuthenticationError, …: say where
                 raise RunAborted(f"sim.backend ray: cannot start or join Ray at {where}: {exc}") from None
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -67,6 +68,7 @@ class RayClients:
         actor = ray.remote(num_cpus=1)(SimWorker)
         self.workers = [actor.remote(*data, model, num_classes, in_channels) for _ in range(size)]
         self.in_flight: dict[int, InFlight] = {}
+        self.soonest = math.inf  # the least bound in flight
         self._puts: dict[tuple[int, int], tuple] = {}  # (id, version) of a tensor sent → (tensor, its object)
 
     def _home(self, rank: int):
@@ -80,7 +82,7 @@ class RayClients:
             hosted[rank % len(self.workers)].append(ClientSpec(rank, profile, splits[rank], scenario.seed))
         self.ray.get([w.begin.remote(config, base_step_s, specs) for w, specs in zip(self.workers, hosted)])
         self.floor = {rank: initial_floor(p, scenario.seed, rank) for rank, p in enumerate(profiles)}
-        self.in_flight = {}
+        self.in_flight, self.soonest = {}, math.inf
 
     def start(self, rank: int, instruction: Instruction, start: float, offline_at: float, seq: int) -> None:
         if rank in self.in_flight:
@@ -89,6 +91,7 @@ class RayClients:
         shipped = Instruction({key: self._put(t) for key, t in instruction.tensors.items()}, instruction.meta)
         ref = self._home(rank).run.remote(rank, shipped, start, offline_at)
         self.in_flight[rank] = InFlight(rank, start, bound, seq, ref)
+        self.soonest = min(self.soonest, bound)
 
     def _put(self, tensor):
         """The tensor in the object store, once for every instruction that sends it unchanged (a round's θ
@@ -101,7 +104,10 @@ class RayClients:
         return self._puts[key][1]
 
     def due(self, t: float) -> list[tuple[InFlight, Finished]]:
-        """The results of every instruction in flight that may end by `t` (waiting for them)."""
+        """The results of every instruction in flight that may end by `t` (waiting for them). Asked before
+        every event: nothing to scan until `t` reaches the soonest bound."""
+        if t < self.soonest:
+            return []
         return self._collect([f for f in self.in_flight.values() if f.bound <= t])
 
     def take(self, rank: int) -> list[tuple[InFlight, Finished]]:
@@ -123,6 +129,7 @@ class RayClients:
                 raise RuntimeError(f"client {f.rank}: an instruction took {done.elapsed:g} s of virtual time, less "
                                    f"than its first step: the Ray backend's ordering assumed at least one step "
                                    f"(run this algorithm with sim.backend: serial)")
+        self.soonest = min((f.bound for f in self.in_flight.values()), default=math.inf)
         return list(zip(flights, results))
 
     def rejoin(self, rank: int) -> None:

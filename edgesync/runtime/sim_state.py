@@ -4,12 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgesync.algorithms.base import ClientAlgorithm
+import numpy as np
+import torch
+
+from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm
 from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import UNLIMITED as UNLIMITED_LINK, LinkChannel
-from edgesync.emulation.profiles import Profile
+from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.runtime.accounting import ClientClock
+from edgesync.runtime.sim_process import EagerContext
 from edgesync.runtime.virtual_step import VirtualStep
+from edgesync.runtime.workload import trainer_seed
 from edgesync.trainer import Trainer
 
 # Events after which the global model may have changed (a stop rule is checked): an update arrives, the
@@ -36,6 +41,26 @@ class SimClient:
     offline_s: float = 0.0         # time spent offline, this algorithm
     offline_since: float | None = None
     rejoined: int = 0
+
+
+def step_clock(profile: Profile, seed: int, rank: int, base_step_s: float) -> VirtualStep:
+    """A client's virtual step clock, its factors drawn as every runtime draws them for (seed, rank)."""
+    return VirtualStep(FactorSampler(profile, seed=seed, rank=rank), base_step_s)
+
+
+def client_trainer(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, config: AlgorithmConfig, seed: int,
+                   rank: int, indices: np.ndarray, clock: VirtualStep) -> Trainer:
+    """A client's trainer on the shared model and data: its rows, its batch order, the clock's steps."""
+    return Trainer(model=model, x=x, y=y, batch_size=config.batch_size, seed=trainer_seed(seed, rank),
+                   subset=indices, hook=clock)
+
+
+def fresh_half(holder, spec, config: AlgorithmConfig) -> None:
+    """Give `holder` (a SimClient, or a Ray worker's hosted client: `trainer`, `clock`, `half`) a new
+    client half, as at the start or when its device comes back; its clock reads the half's time."""
+    holder.half = spec.client(config, holder.trainer)
+    holder.half.ctx = EagerContext(lambda: holder.clock.elapsed)
+    holder.clock.now = lambda: holder.half.ctx.now()  # a trace's factor and availability go by virtual time
 
 
 @dataclass(order=True)

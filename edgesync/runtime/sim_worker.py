@@ -22,9 +22,8 @@ from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instructi
 from edgesync.emulation.profiles import FactorSampler, GammaProfile, Profile
 from edgesync.models import build_model
 from edgesync.runtime.allocator import tune_allocator
-from edgesync.runtime.sim_process import EagerContext
+from edgesync.runtime.sim_state import client_trainer, fresh_half, step_clock
 from edgesync.runtime.virtual_step import VirtualStep
-from edgesync.runtime.workload import trainer_seed
 from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, TrainerStats
 
 
@@ -87,20 +86,14 @@ class SimWorker:
         self.config, self.spec = config, algorithms.get(config.name)
         self.clients = {}
         for c in clients:
-            clock = VirtualStep(FactorSampler(c.profile, seed=c.seed, rank=c.rank), base_step_s)
-            trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
-                              seed=trainer_seed(c.seed, c.rank), subset=c.indices, hook=clock)
-            hosted = self.clients[c.rank] = _Hosted(clock, trainer, None)
-            self._new_half(hosted)
-
-    def _new_half(self, hosted: _Hosted) -> None:
-        hosted.half = self.spec.client(self.config, hosted.trainer)
-        hosted.half.ctx = EagerContext(lambda: hosted.clock.elapsed)
-        hosted.clock.now = lambda: hosted.half.ctx.now()
+            clock = step_clock(c.profile, c.seed, c.rank, base_step_s)
+            trainer = client_trainer(self.model, self.x, self.y, config, c.seed, c.rank, c.indices, clock)
+            self.clients[c.rank] = hosted = _Hosted(clock, trainer, None)
+            fresh_half(hosted, self.spec, config)
 
     def rejoin(self, rank: int) -> None:
         """The device came back online: its half starts afresh (its trainer and clock go on), as serially."""
-        self._new_half(self.clients[rank])
+        fresh_half(self.clients[rank], self.spec, self.config)
 
     def run(self, rank: int, instruction: Instruction, start: float, offline_at: float) -> Finished:
         """`instruction`'s tensors may be in the object store (sim_ray.py sends a round's θ once): fetched."""
@@ -126,4 +119,3 @@ class SimWorker:
 def initial_floor(profile: Profile, seed: int, rank: int) -> float:
     """A client's first step's least factor, as its worker's fresh sampler will draw it."""
     return factor_floor(FactorSampler(profile, seed=seed, rank=rank))
-

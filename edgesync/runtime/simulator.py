@@ -36,7 +36,6 @@ from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.data.datasets import to_tensor
 from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import LinkChannel
-from edgesync.emulation.profiles import FactorSampler
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
 from edgesync.runtime.allocator import tune_allocator
@@ -49,10 +48,9 @@ from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.sim_queries import QueryingClients
 from edgesync.runtime.sim_ray import RayClients
-from edgesync.runtime.sim_state import UPDATING, Event, SimClient
+from edgesync.runtime.sim_state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
 from edgesync.runtime.step_time import cached_step_s
-from edgesync.runtime.virtual_step import VirtualStep
-from edgesync.runtime.workload import prepare_workload, trainer_seed
+from edgesync.runtime.workload import prepare_workload
 from edgesync.scenario import Scenario, ServerCostSpec
 from edgesync.trainer import DeviceOffline, Trainer
 from edgesync.transport import protocol
@@ -61,10 +59,8 @@ log = logging.getLogger("edgesync.sim")
 
 
 class Simulator(QueryingClients):
-    def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None,
-                 ray_address: str | None = None):
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None):
         self.scenario = scenario
-        self.ray_address = ray_address  # sim.backend ray: the cluster (None: RAY_ADDRESS, else this machine)
         self.pool: RayClients | None = None  # its workers, started at the first algorithm that uses them
         self.remote: RayClients | None = None  # the pool, while an algorithm runs on it
         self.recorder = recorder
@@ -90,6 +86,15 @@ class Simulator(QueryingClients):
         if sc.sim.server_time == "model":
             for config in sc.algorithms:
                 self.server_costs[config.key] = self._server_cost(config)
+
+    def measured(self) -> dict[str, dict]:
+        """What a replay needs, as `sim` keys of the resolved scenario: `measured_step_s` (the step time per
+        batch size, unless the scenario fixes it) and `measured_server_s` (the coordinator's costs per entry,
+        with server_time model). Known once prepared."""
+        sc = self.scenario
+        fixed = sc.sim.base_step_s is not None or sc.emulation.base_step_ms is not None
+        return {"measured_step_s": {} if fixed else dict(self.step_s),
+                "measured_server_s": {key: costs.model_dump() for key, costs in self.server_costs.items()}}
 
     def share_prepared(self, other: "Simulator", clients: int) -> None:
         """Use `other`'s prepared data, model and step times (a calibration beside a run); client i
@@ -134,7 +139,7 @@ class Simulator(QueryingClients):
         if self.pool is None:
             shape = self.data.input_shape
             self.pool = RayClients(self.x.numpy(), self.y.numpy(), self.scenario.model.name, self.data.num_classes,
-                                   shape[0], len(self.scenario.clients), self.scenario.sim.workers, self.ray_address)
+                                   shape[0], len(self.scenario.clients), self.scenario.sim.workers)
         return self.pool
 
     # -- one algorithm ---------------------------------------------------------------------------
@@ -222,22 +227,20 @@ class Simulator(QueryingClients):
     def _client(self, rank: int, spec, config: AlgorithmConfig) -> SimClient:
         sc = self.scenario
         profile = sc.clients[rank].profile
-        clock = VirtualStep(FactorSampler(profile, seed=sc.seed, rank=rank), self.step_s[config.batch_size])
-        trainer = half = None  # on Ray, its worker holds them
+        clock = step_clock(profile, sc.seed, rank, self.step_s[config.batch_size])
+        trainer = None  # on Ray, its worker holds the trainer and the half
         if self.remote is None:
-            trainer = Trainer(model=self.model, x=self.x, y=self.y, batch_size=config.batch_size,
-                              seed=trainer_seed(sc.seed, rank), subset=self.splits[rank], hook=clock)
-            half = spec.client(config, trainer)
-            half.ctx = EagerContext(lambda: clock.elapsed)
+            trainer = client_trainer(self.model, self.x, self.y, config, sc.seed, rank, self.splits[rank], clock)
         up, down = sc.client_links(rank)
         # seeded per client and direction: jitter and losses replay exactly
         up_seed, down_seed = sc.link_seeds(rank)
         schedule = Schedule(sc.clients[rank].availability, sc.seed, rank)
-        c = SimClient(rank, profile, trainer, half, clock, up=LinkChannel(up, seed=up_seed),
+        c = SimClient(rank, profile, trainer, None, clock, up=LinkChannel(up, seed=up_seed),
                       down=LinkChannel(down, seed=down_seed), schedule=schedule, online=schedule.online(0.0))
         if not c.online:
             c.offline_since = 0.0
-        clock.now = lambda: c.half.ctx.now()  # a trace's factor and the availability go by the virtual time
+        if trainer is not None:
+            fresh_half(c, spec, config)
         return c
 
     # -- events ------------------------------------------------------------------------------------
@@ -287,8 +290,7 @@ class Simulator(QueryingClients):
             if self.remote is not None:
                 self.remote.rejoin(c.rank)
             else:
-                c.half = self.spec.client(self.config, c.trainer)  # its state starts afresh, as live
-                c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+                fresh_half(c, self.spec, self.config)  # its state starts afresh, as live
             self.account.log_presence(c.rank, True, t)
             self.coordinator.arrive(Event(t, next(self.seq), "presence", c.rank, "joined"))
         change = c.schedule.next_change(t)
@@ -363,15 +365,9 @@ class Simulator(QueryingClients):
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
-def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress,
-            ray_address: str | None = None) -> dict[str, dict]:
-    """Run every algorithm of `scenario` in virtual time. Returns what a replay needs, as `sim` keys of the
-    resolved scenario: `measured_step_s` (the step time used per batch size, unless the scenario fixes it)
-    and `measured_server_s` (the coordinator's costs used per algorithm entry, with server_time model).
-    `ray_address`: with sim.backend ray, the Ray cluster to run on (None: RAY_ADDRESS, else this machine)."""
-    sim = Simulator(scenario, recorder, progress, ray_address)
+def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[str, dict]:
+    """Run every algorithm of `scenario` in virtual time; returns what a replay needs (`Simulator.measured`)."""
+    sim = Simulator(scenario, recorder, progress)
     sim.prepare()
     sim.run()
-    fixed = scenario.sim.base_step_s is not None or scenario.emulation.base_step_ms is not None
-    return {"measured_step_s": {} if fixed else dict(sim.step_s),
-            "measured_server_s": {key: costs.model_dump() for key, costs in sim.server_costs.items()}}
+    return sim.measured()
