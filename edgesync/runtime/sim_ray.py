@@ -5,11 +5,13 @@ backend's byte for byte.
 The engine needs an instruction's result only when its update could be the next event. An instruction
 that starts at virtual time s cannot end before s + f·b, its first step (b the base step, f the least
 factor the client's next step can have: a constant profile's factor, a trace's smallest, a gamma
-profile's next draw read ahead), nor after its device goes offline; so the engine runs every event up to
-the earliest such bound of the instructions in flight without waiting, and waits (for all those due,
-together) only when the next event may come after one of them. Sixteen ASGD clients are then sixteen
-gradients in flight; an SSGD round is all of its clients at once. An update keeps the sequence number its
-instruction's start would have given it serially, so events at equal times keep the serial order.
+profile's next draw read ahead), nor after its device goes offline. An update keeps the sequence number its
+instruction's start would have given it serially, so events at equal times keep the serial order, and the
+engine runs every event that comes before the earliest (bound, sequence number) in flight without
+waiting; it waits for one result at a time, the one that could come first, and only when the next event
+may come after it. Sixteen ASGD clients are then sixteen gradients in flight, and each update applied
+sends its client's next instruction while the workers compute the rest; an SSGD round is all of its
+clients at once.
 
 Client halves that query the server mid-instruction (ESync) run serially (sim_process.py): what they
 compute depends on when their queries are answered. Where workers run on machines of different CPU types
@@ -17,17 +19,18 @@ the arithmetic may differ in the last bits (docs/simulator.md).
 """
 from __future__ import annotations
 
+import heapq
 import logging
-import math
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from edgesync.algorithms.base import AlgorithmConfig, Instruction
+from edgesync.algorithms.base import AlgorithmConfig, Instruction, Update
 from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.runtime.membership import RunAborted
-from edgesync.runtime.sim_worker import ClientSpec, ClientTotals, Finished, SimWorker, initial_floor
+from edgesync.runtime.sim_worker import (ClientSpec, ClientTotals, Finished, SimWorker, as_array, from_arrays,
+                                          initial_floor)
 from edgesync.scenario import Scenario
 
 log = logging.getLogger("edgesync.sim")
@@ -68,7 +71,7 @@ class RayClients:
         actor = ray.remote(num_cpus=1)(SimWorker)
         self.workers = [actor.remote(*data, model, num_classes, in_channels) for _ in range(size)]
         self.in_flight: dict[int, InFlight] = {}
-        self.soonest = math.inf  # the least bound in flight
+        self.order: list[tuple[float, int, int]] = []  # (bound, seq, rank) of what is in flight: a heap
         self._puts: dict[tuple[int, int], tuple] = {}  # (id, version) of a tensor sent → (tensor, its object)
 
     def _home(self, rank: int):
@@ -82,16 +85,17 @@ class RayClients:
             hosted[rank % len(self.workers)].append(ClientSpec(rank, profile, splits[rank], scenario.seed))
         self.ray.get([w.begin.remote(config, base_step_s, specs) for w, specs in zip(self.workers, hosted)])
         self.floor = {rank: initial_floor(p, scenario.seed, rank) for rank, p in enumerate(profiles)}
-        self.in_flight, self.soonest = {}, math.inf
+        self.in_flight, self.order = {}, []
 
     def start(self, rank: int, instruction: Instruction, start: float, offline_at: float, seq: int) -> None:
         if rank in self.in_flight:
             raise RuntimeError(f"client {rank} got an instruction while still running the previous one")
         bound = round(min(start + self.floor[rank] * self.base_step_s, offline_at), TIME_GRID_DIGITS)
-        shipped = Instruction({key: self._put(t) for key, t in instruction.tensors.items()}, instruction.meta)
-        ref = self._home(rank).run.remote(rank, shipped, start, offline_at)
+        keys = tuple(instruction.tensors)
+        ref = self._home(rank).run.remote(rank, instruction.meta, start, offline_at, keys,
+                                          *(self._put(instruction.tensors[k]) for k in keys))
         self.in_flight[rank] = InFlight(rank, start, bound, seq, ref)
-        self.soonest = min(self.soonest, bound)
+        heapq.heappush(self.order, (bound, seq, rank))
 
     def _put(self, tensor):
         """The tensor in the object store, once for every instruction that sends it unchanged (a round's θ
@@ -100,15 +104,20 @@ class RayClients:
         if key not in self._puts:
             if len(self._puts) >= SHARED_TENSORS:
                 self._puts.pop(next(iter(self._puts)))
-            self._puts[key] = (tensor, self.ray.put(tensor))  # held: its id stays its own while cached
+            self._puts[key] = (tensor, self.ray.put(as_array(tensor)))  # held: its id stays its own while cached
         return self._puts[key][1]
 
-    def due(self, t: float) -> list[tuple[InFlight, Finished]]:
-        """The results of every instruction in flight that may end by `t` (waiting for them). Asked before
-        every event: nothing to scan until `t` reaches the soonest bound."""
-        if t < self.soonest:
-            return []
-        return self._collect([f for f in self.in_flight.values() if f.bound <= t])
+    def due(self, t: float, seq: int) -> list[tuple[InFlight, Finished]]:
+        """The result of the instruction in flight that could end first (waiting for it), if its update
+        could come before the event at (t, seq); else nothing. Asked before every event."""
+        while self.order:
+            bound, first, rank = self.order[0]
+            flight = self.in_flight.get(rank)
+            if flight is None or flight.seq != first:
+                heapq.heappop(self.order)  # collected already (take, everything)
+                continue
+            return self._collect([flight]) if (bound, first) < (t, seq) else []
+        return []
 
     def take(self, rank: int) -> list[tuple[InFlight, Finished]]:
         """`rank`'s instruction in flight, if any, finished."""
@@ -124,12 +133,13 @@ class RayClients:
         results = self.ray.get([f.ref for f in flights])
         for f, done in zip(flights, results):
             del self.in_flight[f.rank]
+            if done.update is not None:
+                done.update = Update(from_arrays(done.update.tensors), done.update.meta)
             self.floor[f.rank] = done.next_factor
             if round(f.start + done.elapsed, TIME_GRID_DIGITS) < f.bound:
                 raise RuntimeError(f"client {f.rank}: an instruction took {done.elapsed:g} s of virtual time, less "
                                    f"than its first step: the Ray backend's ordering assumed at least one step "
                                    f"(run this algorithm with sim.backend: serial)")
-        self.soonest = min((f.bound for f in self.in_flight.values()), default=math.inf)
         return list(zip(flights, results))
 
     def rejoin(self, rank: int) -> None:

@@ -253,7 +253,10 @@ class Simulator(QueryingClients):
     # -- instructions on Ray workers (sim_ray.py) --------------------------------------------------
     def _settle(self, budget: float) -> None:
         """Apply the results of the instructions in flight that may end before the next event."""
-        while self.remote is not None and (done := self.remote.due(self.heap[0].time if self.heap else budget)):
+        while self.remote is not None:
+            head = (self.heap[0].time, self.heap[0].seq) if self.heap else (budget, -1)
+            if not (done := self.remote.due(*head)):
+                return
             self._apply(done)
 
     def _apply(self, results) -> None:
