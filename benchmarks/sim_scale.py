@@ -25,6 +25,15 @@ start-up included, data loading excluded). Per repeat: both wall times, their ra
 metrics.jsonl are identical (apart from wall_clock). The speed-up is the mean ratio with its 95%
 t-interval over the repeats; the ≥ 1.5× target holds only if the whole interval is above it.
 `--write-docs` puts the table into docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/sim_scale.py --scenario scenarios/sim_10k_clients.yaml [--set KEY=VALUE] [--write-docs]
+
+A scenario at scale (issue 22): each of its algorithm entries in a fresh process, as `edgesync run` runs it
+(its backend, its spill limit). Printed per entry: the clients, RSS once the data are loaded and the
+simulator prepared, peak RSS (getrusage, this process: a Ray backend's workers are not in it), the growth
+per client, the wall time of the run, the updates the clients sent (FedAvg: each sampled client's upload;
+asynchronous: each gradient) and wall seconds per 1,000 of them, the virtual time reached. `--write-docs`
+puts the table into docs/simulator.md ("10,000 clients").
 """
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "<!-- sim_backends:begin -->", "<!-- sim_backends:end -->"
+SCALE_BEGIN, SCALE_END = "<!-- sim_at_scale:begin -->", "<!-- sim_at_scale:end -->"
 
 
 def child(clients: int, algorithm: str, steps: int) -> None:
@@ -106,6 +116,55 @@ def backend_child(backend: str, budget: float, out: str) -> None:
     print(json.dumps({"backend": backend, "wall_s": wall}))
 
 
+def scenario_child(path: str, label: str, overrides: list[str]) -> None:
+    """One entry of a scenario in this fresh process; prints its figures as JSON."""
+    from edgesync.metrics.recorder import RunRecorder, read_jsonl
+    from edgesync.runtime.simulator import Simulator
+    from edgesync.scenario import load_scenario
+
+    sc = load_scenario(path, overrides)
+    sc = sc.model_copy(update={"algorithms": [a for a in sc.algorithms if a.key == label]})
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder = RunRecorder(Path(tmp))
+        sim = Simulator(sc, recorder)
+        sim.prepare()
+        base_rss = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        t0 = time.perf_counter()
+        sim.run()
+        wall = time.perf_counter() - t0
+        recorder.close()
+        clients = read_jsonl(Path(tmp) / "clients.jsonl")
+        last = read_jsonl(Path(tmp) / "metrics.jsonl")[-1]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    rounds = [r["rounds"] for r in clients if r.get("rounds") is not None]
+    sent = sum(rounds) if rounds else last["updates"]  # FedAvg: uploads of sampled clients; async: gradients
+    print(json.dumps({"label": label, "clients": len(sc.clients), "backend": sc.sim.backend, "base_rss": base_rss,
+                      "peak_rss": peak, "wall_s": wall, "updates": last["updates"], "sent": sent,
+                      "virtual_s": last["time_s"], "acc": last.get("test_acc")}))
+
+
+def at_scale(path: str, overrides: list[str]) -> str:
+    sys.path.insert(0, str(ROOT))
+    from edgesync.scenario import load_scenario
+
+    sc = load_scenario(path, overrides)
+    lines = ["| entry | clients | backend | RSS prepared (MB) | peak RSS (MB) | growth per client (MB) | wall (s) "
+             "| client updates | s per 1,000 | virtual s | final acc |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for entry in sc.algorithms:
+        args = [sys.executable, __file__, "--scenario-child", path, entry.key] + [f"--set={o}" for o in overrides]
+        print(f"  {entry.key}: running…", file=sys.stderr, flush=True)
+        proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+        if proc.returncode != 0:
+            sys.exit(f"{entry.key} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        mb = 2 ** 20
+        lines.append(f"| {r['label']} | {r['clients']:,} | {r['backend']} | {r['base_rss'] / mb:,.0f} | {r['peak_rss'] / mb:,.0f} "
+                     f"| {(r['peak_rss'] - r['base_rss']) / mb / r['clients']:.3f} | {r['wall_s']:.1f} | {r['sent']:,} "
+                     f"| {1000 * r['wall_s'] / max(r['sent'], 1):.1f} | {r['virtual_s']:g} | {r['acc']:.3f} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def metrics_rows(folder: Path) -> list[dict]:
     return [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}
             for line in (folder / "metrics.jsonl").read_text().splitlines()]
@@ -158,6 +217,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="--backends: pairs of runs")
     ap.add_argument("--budget", type=float, default=10.0, help="--backends: virtual seconds per entry")
     ap.add_argument("--write-docs", action="store_true", help="--backends: put the table into docs/benchmarks.md")
+    ap.add_argument("--scenario", help="a scenario at scale instead (see above)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="--scenario: an override")
+    ap.add_argument("--scenario-child", nargs=2, metavar=("PATH", "LABEL"), help=argparse.SUPPRESS)
     ap.add_argument("--child", nargs=3, metavar=("CLIENTS", "ALGORITHM", "STEPS"), help=argparse.SUPPRESS)
     ap.add_argument("--backend-child", nargs=3, metavar=("BACKEND", "BUDGET", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -166,6 +228,19 @@ def main() -> None:
         return
     if args.backend_child:
         backend_child(args.backend_child[0], float(args.backend_child[1]), args.backend_child[2])
+        return
+    if args.scenario_child:
+        scenario_child(args.scenario_child[0], args.scenario_child[1], args.set)
+        return
+    if args.scenario:
+        text = at_scale(args.scenario, args.set)
+        print(text)
+        if args.write_docs:
+            from edgesync.docs_block import replace_block
+            sets = "".join(f" --set {o}" for o in args.set)
+            note = f"{platform.node()}, {os.cpu_count()} cores, `--scenario {args.scenario}{sets}`"
+            replace_block(ROOT / "docs" / "simulator.md", SCALE_BEGIN, SCALE_END,
+                          f"_Written by `benchmarks/sim_scale.py --scenario … --write-docs` ({note})._\n\n{text}")
         return
     if args.backends:
         text = backends_table(compare_backends(args.repeats, args.budget), args.budget)

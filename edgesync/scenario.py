@@ -256,6 +256,9 @@ class SimSpec(Strict):
         "names) and are applied in virtual-time order: the same metrics (runtime/sim_ray.py)")
     workers: int | None = Field(None, ge=1, description="ray: worker processes, each hosting a share of the "
                                 "clients; null = one per CPU of the Ray cluster")
+    spill_mb: float | None = Field(2048, gt=0, description="updates in flight held in memory, in MB; further "
+                                   "ones wait on disk until they arrive (runtime/sim_spill.py; results do not "
+                                   "change); null = no limit")
     measured_step_s: dict[int, float] = Field(default_factory=dict, description="filled in by a run: the "
                                               "measured step time per batch size, reused on replay")
     measured_server_s: dict[str, ServerCostSpec] = Field(

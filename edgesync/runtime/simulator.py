@@ -48,6 +48,7 @@ from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.sim_queries import QueryingClients
 from edgesync.runtime.sim_ray import RayClients
+from edgesync.runtime.sim_spill import Spill
 from edgesync.runtime.sim_state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
 from edgesync.runtime.step_time import cached_step_s
 from edgesync.runtime.workload import prepare_workload
@@ -67,6 +68,7 @@ class Simulator(QueryingClients):
         self.progress = progress or Progress(enabled=False)
         self.server_costs: dict[str, ServerCostSpec] = {}  # per algorithm entry, with server_time model
         self.samples: CostSamples | None = None  # a calibration's: every timed part of the coordinator's work
+        self.spill = Spill(scenario.sim.spill_mb)  # updates in flight past sim.spill_mb wait on disk
 
     def prepare(self) -> None:
         """Data, splits, θ₀, the shared model, the step time per batch size and the coordinator's costs."""
@@ -152,6 +154,10 @@ class Simulator(QueryingClients):
             end = self._events(server)
         finally:
             self.end_processes()
+            if self.spill.spilled:
+                log.info("%s: %d updates in flight waited on disk (sim.spill_mb: %g)", config.key,
+                         self.spill.spilled, sc.sim.spill_mb)
+            self.spill.clear()
         last = self.account.last_row
         if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
             self._evaluate(end)  # the final model, unless the last evaluation already saw it
@@ -303,6 +309,8 @@ class Simulator(QueryingClients):
     def _to_server(self, event: Event) -> None:
         """An update or query reaches the coordinator, unless its sender went offline since it was sent."""
         c = self.clients[event.client]
+        if event.kind == "to_server":
+            event.message = self.spill.take(event.message)  # read back if it waited on disk
         if c.online and event.epoch == c.epoch:
             self.coordinator.arrive(event)
 
@@ -340,7 +348,7 @@ class Simulator(QueryingClients):
         c.free_at = done
         c.times.update_sent(done)
         size = protocol.update(update.meta, update.tensors).wire_size()
-        self.push(c.up.arrival(done, size), "to_server", c.rank, update, size, c.epoch, seq)
+        self.push(c.up.arrival(done, size), "to_server", c.rank, self.spill.keep(update), size, c.epoch, seq)
 
     # -- results -----------------------------------------------------------------------------------
     def _evaluate(self, t: float) -> None:
