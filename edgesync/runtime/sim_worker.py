@@ -3,7 +3,8 @@
 It holds the training data (once: read from Ray's object store, not copied per task), one model, and for
 each client it is given what the serial simulator keeps for it: the trainer (its batch order), the client
 half (its state) and the virtual step clock (its factor sampler). An instruction comes with its virtual
-start time and the device's next offline time; the worker returns the update (or that the device went
+start time and the device's next offline time, over the driver's channel (sim_channel.py); the worker
+returns the update (or that the device went
 offline) and the instruction's virtual duration: the numbers the serial simulator computes, since a
 client's work depends only on the instruction, its data and its own state, and the model is loaded from
 the instruction as in the serial run (client halves' contract, algorithms/base.py).
@@ -11,6 +12,8 @@ the instruction as in the serial run (client halves' contract, algorithms/base.p
 from __future__ import annotations
 
 import copy
+import math
+import traceback
 import warnings
 from dataclasses import dataclass
 
@@ -22,9 +25,11 @@ from edgesync.algorithms.base import AlgorithmConfig, ClientAlgorithm, Instructi
 from edgesync.emulation.profiles import FactorSampler, GammaProfile, Profile
 from edgesync.models import build_model
 from edgesync.runtime.allocator import tune_allocator
+from edgesync.runtime.sim_channel import SIM, WorkerChannel
 from edgesync.runtime.sim_state import client_trainer, fresh_half, step_clock
 from edgesync.runtime.virtual_step import VirtualStep
 from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, TrainerStats
+from edgesync.transport.protocol import Message, MessageType
 
 
 def factor_floor(sampler: FactorSampler) -> float:
@@ -95,10 +100,30 @@ class SimWorker:
         """The device came back online: its half starts afresh (its trainer and clock go on), as serially."""
         fresh_half(self.clients[rank], self.spec, self.config)
 
-    def run(self, rank: int, meta: dict, start: float, offline_at: float, keys: tuple[str, ...], *arrays) -> Finished:
-        """An instruction (`meta` and its tensors `keys` as `arrays`, given as objects in the store where
-        sim_ray.py put them: Ray fetches those before the call, while the previous one runs)."""
-        instruction = Instruction(from_arrays(dict(zip(keys, arrays))), meta)
+    def serve(self, index: int, address: str, server_key: bytes | None) -> None:
+        """Run the driver's instructions from its channel (sim_channel.py) until END; a failure is sent
+        to the driver (its traceback) before it is raised here."""
+        channel = WorkerChannel(index, address, server_key)
+        try:
+            channel.send(Message(MessageType.READY))
+            while (message := channel.receive()).type != MessageType.END:
+                sim = message.meta.pop(SIM)
+                if message.type == MessageType.SETUP:
+                    self.rejoin(sim["rank"])
+                    continue
+                offline_at = math.inf if sim["offline_at"] is None else sim["offline_at"]
+                done = self.run(sim["rank"], Instruction(message.tensors, message.meta), sim["start"], offline_at)
+                update = done.update or Update()
+                reply = {"rank": sim["rank"], "elapsed": done.elapsed, "next_factor": done.next_factor,
+                         "offline": done.update is None}
+                channel.send(Message(MessageType.UPDATE, {**update.meta, SIM: reply}, update.tensors))
+        except Exception:
+            channel.send(Message(MessageType.ERROR, {"reason": traceback.format_exc()}))
+            raise
+        finally:
+            channel.close()
+
+    def run(self, rank: int, instruction: Instruction, start: float, offline_at: float) -> Finished:
         hosted = self.clients[rank]
         clock, half = hosted.clock, hosted.half
         clock.elapsed, clock.offline_at = 0.0, offline_at
@@ -107,30 +132,11 @@ class SimWorker:
             update = half.on_instruction(instruction)
         except DeviceOffline:
             update = None
-        if update is not None:
-            update = Update(to_arrays(update.tensors), update.meta)
         return Finished(update, clock.elapsed, factor_floor(clock.sampler))
 
     def totals(self) -> dict[int, ClientTotals]:
         return {rank: ClientTotals(h.trainer.stats, h.clock.factors, h.clock.timeline)
                 for rank, h in self.clients.items()}
-
-
-def as_array(tensor: torch.Tensor):
-    """A numpy view, which Ray's serialiser stores out of band (a memory copy, no pickling of the data: a
-    torch tensor costs the driver ≈ 2 ms to put or get, its array a fraction of that); a dtype numpy lacks
-    (bfloat16) stays a tensor."""
-    return tensor if tensor.dtype == torch.bfloat16 else tensor.detach().numpy()
-
-
-def to_arrays(tensors: dict) -> dict:
-    return {k: as_array(t) for k, t in tensors.items()}
-
-
-def from_arrays(arrays: dict) -> dict:
-    """Tensors again, bit for bit, each its own writable memory (an object store's arrays are read-only
-    and shared)."""
-    return {k: a if isinstance(a, torch.Tensor) else torch.from_numpy(np.array(a)) for k, a in arrays.items()}
 
 
 def initial_floor(profile: Profile, seed: int, rank: int) -> float:

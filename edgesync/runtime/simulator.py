@@ -141,7 +141,7 @@ class Simulator(QueryingClients):
         if self.pool is None:
             shape = self.data.input_shape
             self.pool = RayClients(self.x.numpy(), self.y.numpy(), self.scenario.model.name, self.data.num_classes,
-                                   shape[0], len(self.scenario.clients), self.scenario.sim.workers)
+                                   shape[0], len(self.scenario.clients), self.scenario.sim.workers, self.spill)
         return self.pool
 
     # -- one algorithm ---------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_a_run_on_a_two_node_ray_cluster_gets_the_serial_runs_metrics(tmp_path, 
     edgesync_run(scenario, tmp_path / "serial")
     edgesync_run(scenario, tmp_path / "ray", "--ray", two_node_cluster)
     log = (tmp_path / "ray" / "logs" / "coordinator.log").read_text()
-    assert "Ray backend: 2 workers (2 CPUs in the cluster" in log, log[-2000:]
+    assert "Ray backend: 2 workers (2 CPUs on 2 nodes" in log and ", CURVE)" in log, log[-2000:]  # across nodes: TCP + CURVE
     assert metrics(tmp_path / "ray") == metrics(tmp_path / "serial")
     clients = [json.loads(line) for line in (tmp_path / "ray" / "clients.jsonl").read_text().splitlines()]
     assert sum(c["steps"] for c in clients) > 100

@@ -1,0 +1,94 @@
+"""The Ray backend's channel (runtime/sim_channel.py) over real sockets, without Ray: tensors a worker
+holds go by name and come out bit for bit; ipc on one node, CURVE over TCP across nodes."""
+from __future__ import annotations
+
+import pytest
+import torch
+import zmq
+
+from edgesync.runtime.sim_channel import CACHED, SIM, DriverChannel, WorkerChannel
+from edgesync.transport.protocol import Message, MessageType
+
+
+def never_dies():
+    pass
+
+
+def train(rank: int, **tensors) -> Message:
+    return Message(MessageType.TRAIN, {"version": rank, SIM: {"rank": rank}}, tensors)
+
+
+@pytest.fixture(params=["ipc", "curve"])
+def pair(request):
+    driver = DriverChannel(1, local=request.param == "ipc", host="127.0.0.1")
+    worker = WorkerChannel(0, driver.address, driver.server_key)
+    worker.send(Message(MessageType.READY))
+    assert driver.receive(never_dies)[1].type == MessageType.READY
+    yield driver, worker
+    worker.close()
+    driver.close()
+
+
+def test_a_tensor_sent_again_goes_by_name_and_arrives_the_same(pair):
+    driver, worker = pair
+    theta = torch.randn(1000)
+    ranks = torch.arange(5)
+    sizes = []
+    for rank in range(3):  # a round's θ to three clients
+        original = driver.sock.send_multipart
+        driver.sock.send_multipart = lambda f, **kw: (sizes.append(len(f)), original(f, **kw))
+        driver.send(0, train(rank, params=theta, ranks=ranks))
+        driver.sock.send_multipart = original
+        got = worker.receive()
+        assert got.meta["version"] == rank and torch.equal(got.tensors["params"], theta)
+        assert torch.equal(got.tensors["ranks"], ranks) and got.tensors["ranks"].dtype == torch.int64
+        got.tensors["params"].add_(1.0)  # a client half may change what it is given: the held copy stays
+    assert sizes == [4, 2, 2]  # identity + header + two tensors the first time, then names only
+
+
+def test_what_both_ends_hold_stays_in_step_past_the_cache(pair):
+    driver, worker = pair
+    versions = [torch.full((10,), float(i)) for i in range(CACHED + 3)]
+    order = [0, 1, 0, *range(2, CACHED + 3), 0, CACHED + 2, 3]  # hits, misses, evictions
+    for i, v in enumerate(order):
+        driver.send(0, train(i, params=versions[v]))
+        assert torch.equal(worker.receive().tensors["params"], versions[v])
+
+
+def test_a_changed_tensor_is_sent_again(pair):
+    driver, worker = pair
+    theta = torch.zeros(4)
+    driver.send(0, train(0, params=theta))
+    worker.receive()
+    theta.add_(2.0)  # in place: a new version of the same tensor
+    driver.send(0, train(1, params=theta))
+    assert torch.equal(worker.receive().tensors["params"], torch.full((4,), 2.0))
+
+
+def test_results_come_back_with_their_meta(pair):
+    driver, worker = pair
+    worker.send(Message(MessageType.UPDATE, {"steps": 1, SIM: {"rank": 3, "elapsed": 0.1 + 0.2}},
+                        {"grad": torch.linspace(0, 1, 7)}))
+    index, message = driver.receive(never_dies)
+    assert index == 0 and message.meta[SIM] == {"rank": 3, "elapsed": 0.30000000000000004}
+    assert torch.equal(message.tensors["grad"], torch.linspace(0, 1, 7))
+
+
+def test_a_worker_without_the_runs_key_is_not_heard():
+    driver = DriverChannel(1, local=False, host="127.0.0.1")
+    stranger = WorkerChannel(0, driver.address, zmq.curve_keypair()[0])  # another server's key
+    stranger.send(Message(MessageType.READY))
+    assert not driver.sock.poll(500)
+    stranger.close()
+    driver.close()
+
+
+def test_a_silent_channel_asks_whether_the_workers_live():
+    driver = DriverChannel(1, local=True, host="127.0.0.1")
+
+    def gone():
+        raise RuntimeError("worker 0 died")
+
+    with pytest.raises(RuntimeError, match="worker 0 died"):
+        driver.receive(gone)
+    driver.close()
