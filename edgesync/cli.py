@@ -296,6 +296,9 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                                                             help="CURVE: this coordinator's NAME.key_secret"),
                 allow: Optional[Path] = typer.Option(None, "--allow", help="CURVE: folder of the public NAME.key "
                                                                            "files of the clients to admit"),
+                shard: Optional[List[str]] = typer.Option(None, "--shard", help="a follower shard's address "
+                                                          "(`edgesync shard`), once per follower: sharding needs "
+                                                          "shards − 1 of them"),
                 quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
     bind = _endpoint(bind, "--bind", bind=True)
@@ -313,6 +316,11 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                   "itself); for remote clients, put the values a tuning.json chose into `algorithms`[/red]",
                   highlight=False)
         raise typer.Exit(2)
+    if len(shard or []) != sc.shard_count - 1:
+        err.print(f"[red]{scenario or resume}: sharding {sc.sharding} with {sc.shard_count} shards needs "
+                  f"{sc.shard_count - 1} --shard ADDRESS (one per `edgesync shard` process), got {len(shard or [])}"
+                  "[/red]", highlight=False)
+        raise typer.Exit(2)
     keys = _server_keys(curve_secret, allow)
     sock = _listen(bind, keys)  # one socket for every variant: the clients stay connected to it
     from edgesync.runtime.coordinator import Coordinator
@@ -329,8 +337,9 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         # Each variant has its own coordinator on the one socket. The clients, told nothing between
         # variants, are unknown to the next coordinator and asked to say HELLO again (as after a restart).
         last = variant.tag == variants[-1].tag
-        coord = Coordinator(variant.scenario, recorder, progress=display, sock=sock, shutdown_clients=last)
+        coord = Coordinator(variant.scenario, recorder, progress=display, sock=sock, shutdown_clients=last, keys=keys)
         coord.checkpoints = checkpoints
+        coord.shard_addresses = [_endpoint(a, "--shard") for a in shard or []]
         port = coord.address.rsplit(':', 1)[-1]
         how = ("CURVE, admitting the keys in " + str(keys.allow_dir) if keys else
                "plain TCP: anyone who reaches this port can join; on a shared network use --curve-secret and --allow")
@@ -356,6 +365,31 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
             sock.close()
 
     _run_and_report(run_dir, start)
+
+
+@app.command()
+def shard(bind: str = typer.Option("tcp://0.0.0.0:5601", help="address to listen at: tcp://HOST:PORT or HOST:PORT"),
+          address_file: Optional[Path] = typer.Option(None, "--address-file",
+                                                      help="write the address it listens at here once it does"),
+          state_dir: Path = typer.Option(Path("shard-state"), "--state-dir", help="where its part of the lead's "
+                                         "checkpoints goes (a resumed run's shards read it back)"),
+          curve_secret: Optional[Path] = typer.Option(None, "--curve-secret",
+                                                      help="CURVE: the coordinator's NAME.key_secret (shards share it)"),
+          allow: Optional[Path] = typer.Option(None, "--allow", help="CURVE: folder of the public NAME.key files "
+                                                                     "to admit: the clients' (the lead holds the coordinator's pair)")):
+    """Serve one slice of the model for a sharded coordinator (`sharding: layer | memory`): start K − 1 of
+    these, then `edgesync coordinator --shard ADDRESS …` leads them; clients learn their addresses."""
+    from edgesync.runtime.shard_server import serve_shard
+    from edgesync.transport.sockets import BindFailed
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    keys = _server_keys(curve_secret, allow)
+    ready = (lambda address: address_file.write_text(address)) if address_file is not None else None
+    try:
+        serve_shard(_endpoint(bind, "--bind", bind=True), keys, ready, state_dir)
+    except BindFailed as exc:
+        err.print(f"[red]--bind {exc}[/red]", highlight=False)
+        raise typer.Exit(1) from None
 
 
 @app.command()

@@ -35,6 +35,7 @@ from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, TraceProfile, parse_profile
 from edgesync.emulation.traces import given_rows
 from edgesync.models import FIXED_INPUT_SIDE
+from edgesync.runtime.shard_plan import plan_for
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
 AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs())], Field(discriminator="name")]
@@ -48,6 +49,8 @@ MAX_CLIENTS = 10_000            # clients of one scenario, or of one sweep varia
 MAX_SWEEP_VARIANTS = 1_000      # combinations of one sweep (the product of its value lists' lengths)
 MAX_SWEEP_CLIENTS = 100_000     # clients of all a sweep's variants together (each variant is built)
 MAX_SEEDS = 100                 # seeds of one scenario (each multiplies every variant)
+MAX_SHARDS = 64                 # parameter-server shards of one coordinator
+DEFAULT_SHARDS = 4              # SHAT's EQ3 shards over four servers
 # A tuning run is a whole training run: 200 of them at the DGS comparison's ~15 s each (simulator, 2 cores)
 # are nearly an hour, and a grid that asks for more is more likely a typo (a value list too many) than a plan.
 MAX_TUNE_RUNS = 200             # tuning runs of a `tune` grid, all entries together
@@ -105,7 +108,7 @@ class DatasetSpec(Strict):
 
 
 class ModelSpec(Strict):
-    name: Literal["cnn", "resnet18"] = "cnn"
+    name: Literal["cnn", "vgg_small", "resnet18"] = "cnn"
 
 
 class PartitionSpec(Strict):
@@ -364,6 +367,14 @@ class Scenario(Strict):
     stop: StopSpec = StopSpec()
     eval: EvalSpec = EvalSpec()
     links: LinksSpec = LinksSpec()
+    sharding: Literal["none", "layer", "memory"] = Field(
+        "none", description="none: one coordinator holds the whole model; layer: `shards` parameter servers "
+        "each own the same number of whole layers (LPS); memory: each owns the same number of parameters, "
+        "large layers split (MPS) (shat.txt §3.3; runtime/shard_plan.py)")
+    shards: int | None = Field(None, ge=1, le=MAX_SHARDS, description=f"parameter-server shards with sharding "
+                               f"layer or memory; null = {DEFAULT_SHARDS}")
+    coordinator_link: LinkSpec | None = Field(None, description="the link of each shard (of the coordinator, "
+                                              "unsharded): `up` into it, `down` out of it; null = unlimited")
     checkpoint: CheckpointSpec = CheckpointSpec()
     faults: FaultsSpec = FaultsSpec()
     emulation: EmulationSpec = EmulationSpec()
@@ -542,6 +553,34 @@ class Scenario(Strict):
                              "use links.backend transport")
         return self
 
+    @model_validator(mode="after")
+    def _sharded(self) -> "Scenario":
+        if self.sharding == "none" and self.shards not in (None, 1):
+            raise ValueError(f"shards is {self.shards} but sharding is none (one coordinator): say sharding: "
+                             "layer or sharding: memory")
+        if self.sharding == "layer":  # whole layers per shard: the model needs enough of them
+            plan_for(self.model.name, self.shard_count, self.sharding)  # a ValueError says why not
+        if self.runtime == "live" and self.shard_count > 1:
+            if self.links.backend == "netns":
+                raise ValueError("sharding: the follower shards listen on this machine's loopback, which clients in "
+                                 "network namespaces do not reach: use links.backend transport")
+            if self.live.processes is not None and self.live.processes < len(self.clients):
+                raise ValueError(f"sharding: live.processes {self.live.processes} hosts several clients per process "
+                                 "(slots), which do not talk to follower shards yet: drop live.processes")
+        return self
+
+    @property
+    def shard_count(self) -> int:
+        """Parameter-server shards: 1 unless sharded."""
+        return 1 if self.sharding == "none" else self.shards or DEFAULT_SHARDS
+
+    def coordinator_links(self) -> tuple[Link, Link]:
+        """(inbound, outbound) link of each shard: `coordinator_link`'s up and down; unlimited if unset."""
+        spec = self.coordinator_link
+        if spec is None:
+            return Link(), Link()
+        return to_link(spec.direction("up")), to_link(spec.direction("down"))
+
     @property
     def profiles(self) -> list[GammaProfile | ConstantProfile]:
         return [c.profile for c in self.clients]
@@ -550,9 +589,10 @@ class Scenario(Strict):
     def varies_in_time(self) -> bool:
         """Whether any client's emulation changes during an algorithm: a device trace, a link trace or an
         availability (live clients then follow the coordinator's clock: runtime/run_clock.py)."""
-        return any(c.availability is not None or isinstance(c.profile, TraceProfile)
-                   or any(link.trace for link in self.client_links(rank))
-                   for rank, c in enumerate(self.clients))
+        own = self.coordinator_link is not None and any(d.trace for d in self.coordinator_links())
+        return own or any(c.availability is not None or isinstance(c.profile, TraceProfile)
+                          or any(link.trace for link in self.client_links(rank))
+                          for rank, c in enumerate(self.clients))
 
     def resolved(self) -> dict:
         """The scenario with every default filled in, as plain data (what a run folder records)."""

@@ -25,9 +25,10 @@ def test_every_experiment_is_a_valid_scenario(exp, quick):
     assert sc.runtime == "sim" and sc.algorithms and sc.seeds == seeds and len(seeds) >= (3 if quick else 5)
 
 
-def row(acc=0.85, t=10.0, bytes_up=1000, updates=100, bytes_per_s=100.0, gap=0.001, diverged=False):
+def row(acc=0.85, t=10.0, bytes_up=1000, updates=100, bytes_per_s=100.0, gap=0.001, diverged=False,
+        updates_per_s=10.0):
     return {"final_acc": acc, "time_to_target_s": t, "bytes_up": bytes_up, "updates": updates,
-            "bytes_per_s": bytes_per_s, "mean_gap": gap, "diverged": diverged}
+            "bytes_per_s": bytes_per_s, "mean_gap": gap, "diverged": diverged, "updates_per_s": updates_per_s}
 
 
 SUMMARIES = {
@@ -41,8 +42,10 @@ SUMMARIES = {
     "dana": {"nag_asgd@clients=1×x1": row(acc=0.88), "nag_asgd@clients=16×gamma-homo": row(diverged=True, gap=0.02),
              "dana_dc@clients=16×gamma-homo": row(acc=0.85, gap=0.001),
              "dana_dc@clients=16×gamma-hetero": row(acc=0.875, gap=0.0005)},
+    "shat_sharding": {f"shat@clients=16×gamma-homo,sharding={s}": row(updates_per_s=v)
+                      for s, v in (("none", 20.0), ("layer", 21.0), ("memory", 63.0))},
 }
-EXPECTED = [6.0, 35 / 228, -2.0, 2.0, -1.0, 15 / 738, 9.0, 1.0, 20.0, -3.0, -78.0, -0.5]  # seed 0's figures
+EXPECTED = [6.0, 35 / 228, -2.0, 2.0, -1.0, 15 / 738, 9.0, 1.0, 20.0, -3.0, -78.0, -0.5, 3.0, 1.05]  # seed 0's
 # Three seeds: seed s multiplies every time by (1 + s/10) and adds s/200 to every accuracy but the one-worker
 # run's: ratios of two entries stay the same (paired within a seed), differences grow by 0, 0.5, 1 pt.
 SEED_SHIFT = {0: (1.0, 0.0), 1: (1.1, 0.005), 2: (1.2, 0.01)}
@@ -101,8 +104,8 @@ def test_claims_are_computed_per_seed_from_the_run_folders(tmp_path):
     assert by_text["SHAT final acc − ASP final acc, one ×100 straggler (HE2)"]["verdict"] == "inconclusive"
     text = rp.table(results)
     assert "holds (by construction: rate 0.01" in text and "[" in text and "(3 seeds)" in text
-    assert "Measured claims: 11 (" in text and " hold, " in text and "by construction: 1 (1 hold)" in text
-    assert text.index("DGS bytes per update") > text.index("DANA-DC final acc − one worker, N = 16 heterogeneous")
+    assert "Measured claims: 13 (" in text and " hold, " in text and "by construction: 1 (1 hold)" in text
+    assert text.index("DGS bytes per update") > text.index("SHAT throughput, layer-wise sharding ÷ none")
 
 
 def test_one_seed_gives_figures_but_no_verdict(tmp_path):

@@ -118,6 +118,9 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
         raise ValueError(f"{cfg['scenario']}: availability and device traces are followed by EdgeSync's own clients "
                          "(`edgesync run`, the simulator); Flower's SuperNodes come and go on their own — leave them "
                          "out here (partial participation, clients_per_round, does run on Flower)")
+    if scenario.shard_count > 1:
+        raise ValueError(f"{cfg['scenario']}: sharding {scenario.sharding}: the follower shards talk to EdgeSync's own "
+                         "clients (`edgesync run`, `edgesync coordinator --shard`); over Flower leave sharding out")
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
     resume, overwrite = bool(cfg["resume"]), bool(cfg["overwrite"])
     moved = claim_run_folder(run_dir, resume, overwrite, options=("resume=true", "overwrite=true"))

@@ -9,6 +9,7 @@ Definitions (docs: ALGORITHMS.md, "Metrics"), for the rows of one label in recor
     bytes_up/down      the counters of the last evaluation (they are cumulative)
     duration_s         time_s of the last evaluation
     samples_per_s      samples / duration_s;   bytes_per_s = (bytes_up + bytes_down) / duration_s
+    updates_per_s      updates / duration_s: the coordinator's throughput (shat.txt EQ3)
     compute_ratio_mean mean over the label's clients of compute_s / wall_s
     fidelity_max_error the largest |fidelity_error| of the label's clients: how far the slowdown a client
                        achieved relative to the fastest clients is from its target (metrics/fidelity.py)
@@ -134,7 +135,7 @@ def _summarize_evals(evals: list[dict], target_acc: float | None) -> dict[str, A
     accs = [a for a in (_num(r.get("test_acc")) for r in evals) if a is not None]
     last = evals[-1] if evals else {}
     duration_s = _num(last.get("time_s"))
-    samples = _num(last.get("samples"))
+    samples, updates = _num(last.get("samples")), _num(last.get("updates"))
     bytes_up, bytes_down = _num(last.get("bytes_up")), _num(last.get("bytes_down"))
     has_duration = duration_s is not None and duration_s > 0
     return {
@@ -142,10 +143,11 @@ def _summarize_evals(evals: list[dict], target_acc: float | None) -> dict[str, A
         "best_acc": max(accs) if accs else None,
         "time_to_target_s": time_to_target(evals, target_acc),
         "target_acc": target_acc,
-        "updates": _num(last.get("updates")),
+        "updates": updates,
         "samples": samples,
         "duration_s": duration_s,
         "samples_per_s": samples / duration_s if has_duration and samples is not None else None,
+        "updates_per_s": updates / duration_s if has_duration and updates is not None else None,
         "bytes_up": bytes_up,
         "bytes_down": bytes_down,
         "bytes_per_s": ((bytes_up + bytes_down) / duration_s

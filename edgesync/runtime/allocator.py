@@ -48,3 +48,12 @@ def tune_allocator() -> bool:
             log.debug("mallopt refused %s=%s", name, MALLOC_ENV[name])
             return False
     return True
+
+
+def release_free_memory() -> None:
+    """Give the heap's free pages back to the system (malloc_trim(3)). With the thresholds above freed
+    model-sized blocks stay in the heap, and a long sweep of large models (a variant after another in one
+    process) would fragment it into gigabytes nobody uses; the simulator calls this after each algorithm."""
+    libc = glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -40,6 +40,7 @@ from edgesync.emulation.profiles import parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.runtime.accounting import client_totals
 from edgesync.runtime.client_session import Beating, Session, build_session
+from edgesync.runtime.client_shards import ClientShards
 from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
 from edgesync.runtime.run_clock import RunClock
@@ -85,6 +86,7 @@ class EdgeClient:
         self.device_schedule: DeviceSchedule | None = None  # this client's availability, once set up
         self.timeout_s = CLIENT_IDLE_TIMEOUT_S  # the coordinator's silence that means it is gone (WELCOME)
         self.session: Session | None = None
+        self.shards: ClientShards | None = None  # sockets to a sharded coordinator's followers (SETUP says)
         self._calibrated: dict[tuple, float] = {}  # (model, batch size, device) → reference step s
         self._hello_delay = RECONNECT_FIRST_S  # backoff of a HELLO refused for now
         self._warm: set[tuple] = set()  # (model, batch size, device) run once on a GPU already
@@ -166,6 +168,8 @@ class EdgeClient:
                     self._reconnect(f"no word from the coordinator for {silent:.0f} s")
         finally:
             self.ctx.sock.close()
+            if self.shards is not None:
+                self.shards.close()
 
     def _report_unusable_device(self, wait: ConnectWait) -> None:
         """After HELLO, a fatal ERROR saying why this client cannot train; it waits (up to the connect
@@ -313,6 +317,10 @@ class EdgeClient:
             warm_up(session.trainer)  # before READY: the start-up is not the algorithm's compute time
             self._warm.add(self._model_key)
         session.algorithm.ctx = self.ctx
+        if self.shards is not None:
+            self.shards.close()
+        shards = msg.meta.get("shards")
+        self.shards = ClientShards(shards, self.rank, self.ctx.sock, self.keys) if shards else None
         self.ctx.offline_at = self._offline_deadline
         session.trainer.hook = Beating(NoHook(), self.ctx.heartbeat, self._offline_deadline)  # heartbeats between steps
         self.session = session
@@ -361,12 +369,15 @@ class EdgeClient:
             return
         s.clock.instruction_started(time.perf_counter())
         try:
+            msg = self.shards.join(msg, self.ctx) if self.shards is not None else msg  # a sharded server's parts
             update = s.algorithm.on_instruction(Instruction(tensors=msg.tensors, meta=msg.meta))
         except InstructionAborted:
             return  # the algorithm ended mid-instruction; END is next in ctx.pending
         except DeviceOffline:
             return  # its work is lost; the main loop takes the device offline
-        sock.send(protocol.update(update.meta, update.tensors))
+        meta, tensors = (self.shards.split(update.meta, update.tensors) if self.shards is not None
+                         else (update.meta, update.tensors))
+        sock.send(protocol.update(meta, tensors))
         s.clock.update_sent(time.perf_counter())
 
     def _stats(self) -> dict:

@@ -3,17 +3,17 @@
 Per algorithm: SETUP every client and CALIBRATE the throttled ones (phases.py), then hand every
 arriving UPDATE to the algorithm's server half and send what it returns, until a stop rule fires;
 then END and the clients' rows. Who is in the run, and alive, is membership.py's job; what is
-recorded, and when the run stops, accounting.py's (shared with the simulator and Flower). The loop
-never blocks longer than `POLL_INTERVAL_S`; evaluation runs on a worker thread.
+recorded, and when the run stops, accounting.py's (shared with the simulator and Flower); follower
+shards of a sharded server, shard_lead.py's. The loop never blocks longer than `POLL_INTERVAL_S`;
+evaluation runs on a worker thread.
 
 Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the
 coordinator reads (fields.py), and each UPDATE's tensors against the model and the algorithm,
 finite included (update_check.py). A refused update never reaches the server half; it is counted
 in the client's `refused` (clients.jsonl).
 
-Public hooks for runtimes built on this one (the Flower ServerApp, edgesync/flower/coordinator.py):
-`heartbeats` (whether liveness is kept by heartbeats), `after_algorithm(config, end_s, final)`
-(called with the final model before the clients are told END), and `members`, `phases` and
+Hooks for runtimes built on this one (the Flower ServerApp, flower/coordinator.py): `heartbeats`,
+`after_algorithm(config, end_s, final)` (the final model, before END), and `members`, `phases` and
 `recorder` to talk to the clients and write rows.
 """
 from __future__ import annotations
@@ -35,6 +35,7 @@ from edgesync.runtime.membership import Membership, Peer, RunAborted
 from edgesync.runtime.phases import Phases
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.resume import restore_algorithm, save_algorithm
+from edgesync.runtime.shard_lead import NoShards, lead_for
 from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from edgesync.runtime.workload import prepare_workload
 from edgesync.scenario import Scenario
@@ -73,6 +74,8 @@ class Coordinator:
             self.health_check = health_check
         self.phases = Phases(self.members, self.progress)
         self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
+        self.shards, self.shard_addresses = NoShards(), []  # follower shards' addresses: set by the launcher
+        self.shard_keys = keys.as_client() if keys is not None else None  # the lead's, to its followers
         self.server: ServerAlgorithm | None = None  # the running algorithm's server half, while it trains
         self.account: AlgorithmAccount | None = None
         self.update_check: UpdateCheck | None = None
@@ -90,21 +93,11 @@ class Coordinator:
     def peers(self) -> dict[int, Peer]:
         return self.members.peers
 
-    @property
-    def health_check(self):
-        return self.members.health_check
-
-    @health_check.setter
-    def health_check(self, check: Callable[[], list[tuple[int, str]] | None]) -> None:
-        self.members.health_check = check
-
-    @property
-    def kernel_shapes(self) -> frozenset[str]:
-        return self.members.kernel_shapes
-
-    @kernel_shapes.setter
-    def kernel_shapes(self, shapes: frozenset[str]) -> None:
-        self.members.kernel_shapes = shapes
+    # () → [(rank, why)] of exited local clients; the link properties tc applies (netns): the members'
+    health_check = property(lambda self: self.members.health_check,
+                            lambda self, check: setattr(self.members, "health_check", check))
+    kernel_shapes = property(lambda self: self.members.kernel_shapes,
+                             lambda self, shapes: setattr(self.members, "kernel_shapes", shapes))
 
     # -- hooks -------------------------------------------------------------------------------------
     def after_algorithm(self, config: AlgorithmConfig, end_s: float, final: Snapshot) -> None:
@@ -118,6 +111,7 @@ class Coordinator:
         sc = self.scenario
         self.workload = work = prepare_workload(sc)
         self.phases.splits = work.splits
+        self.shards = self.phases.shards = lead_for(sc, work, self.shard_addresses, self.shard_keys)
         self.evaluator = Evaluator(sc.model.name, work.data.num_classes, work.data.input_shape[0], work.eval_x,
                                    work.eval_y, sc.eval.batch_size)
 
@@ -134,14 +128,17 @@ class Coordinator:
                 self._run_algorithm(entry)
         except BaseException as exc:
             self.members.shutdown(f"the run was aborted: {exc}" if str(exc) else "the run was aborted", aborted=True)
+            self.shards.close()  # follower shards exit with a failed run
             raise
         else:
             if self.shutdown_clients:
                 self.members.shutdown()
+            self.shards.close(shutdown=self.shutdown_clients)  # else the next variant's coordinator leads them
         finally:
             self.evaluator.close()
 
     def close(self) -> None:
+        self.shards.close()  # still open only if the run never got to its end
         self.sock.close()
 
     # -- one algorithm -----------------------------------------------------------------------------
@@ -152,10 +149,12 @@ class Coordinator:
         self.phases.calibrate_all()
         availability = self.availability = CoordinatorAvailability(sc)
         offline_at_start = availability.start()
-        server = algorithms.get(config.name).server(
-            config, self.workload.initial, [r for r in self.members.alive() if r not in offline_at_start])
+        initial, in_it = self.shards.lead_state(self.workload.initial), [r for r in self.members.alive()
+                                                                          if r not in offline_at_start]
+        server = algorithms.get(config.name).server(config, initial, in_it)  # on slice 0 if sharded
         server.population = Population(sc.seed, {r: len(split) for r, split in enumerate(self.workload.splits)})
-        self.update_check = UpdateCheck.for_server(server, self.workload.initial)
+        self.update_check = UpdateCheck.for_server(server, initial)
+        server = self.shards.wrap(server, config, self.workload.initial, in_it)
         account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
         self.refused, self.nonfinite, self.seen = {}, 0, {}
         server.now = lambda: time.perf_counter() - self._started
@@ -203,6 +202,7 @@ class Coordinator:
             if hasattr(self.sock, "start_clock"):
                 self.sock.start_clock(None)
         end = time.perf_counter() - self._started
+        self.shards.end()  # follower shards finish the updates the lead applied; their last slices are kept
         final = self._snapshot(server, end)
         counters, acc, loss = self.evaluator.evaluate_now(final)
         self._record_evals()
@@ -387,12 +387,13 @@ class Coordinator:
         in0, out0 = self._bytes0
         up = sum(v - in0.get(k, 0) for k, v in self.sock.bytes_in.items())
         down = sum(v - out0.get(k, 0) for k, v in self.sock.bytes_out.items())
+        up, down = up + self.shards.traffic[0], down + self.shards.traffic[1]  # the follower shards' too
         return up + self.traffic_before_resume[0], down + self.traffic_before_resume[1]
 
     def _snapshot(self, server: ServerAlgorithm, now: float) -> Snapshot:
+        params = server.global_params().clone()  # sharded: every slice, and the followers' traffic
         self.account.bytes_up, self.account.bytes_down = self.traffic()
-        return Snapshot(server.global_params().clone(), server.global_buffers().clone(),
-                        self.account.counters(now, server.updates))
+        return Snapshot(params, server.global_buffers().clone(), self.account.counters(now, server.updates))
 
     def _record_evals(self) -> None:
         for counters, acc, loss in self.evaluator.results():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ log = logging.getLogger("edgesync.launcher")
 # devices per process") and takes seconds of CPU to start, while it computes on one torch thread: past a
 # few per core, more processes add memory and start-up, not compute. A slot adds ≈ 2–3 MB.
 LOCAL_PROCESSES_PER_CORE = 4
+SHARD_START_TIMEOUT_S = 60.0  # a follower shard process's start (imports torch)
 
 
 def process_layout(clients: int, processes: int | None, cores: int) -> list[range]:
@@ -148,6 +150,62 @@ class LocalClients:
                 p.wait()
 
 
+def _die_with_parent() -> None:
+    """In a local follower shard's process: exit when the run's process dies (Linux; a killed run leaves no
+    shard listening: its --resume starts new ones)."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalShards:
+    """The follower shards of a local sharded run (`edgesync shard` processes on 127.0.0.1), each telling
+    the address it listens at through a file; stopped on the way out (the lead tells them first)."""
+
+    def __init__(self, count: int, log_dir: Path, keys: ServerKeys | None = None):
+        self.procs: list[subprocess.Popen] = []
+        self.addresses: list[str] = []
+        if not count:
+            return
+        log_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="edgesync-shards-"))
+        files = [folder / f"shard-{j}.address" for j in range(1, count + 1)]
+        try:
+            for j, file in enumerate(files, start=1):
+                cmd = [sys.executable, "-m", "edgesync.cli", "shard", "--bind", "tcp://127.0.0.1:*",
+                       "--address-file", str(file), "--state-dir", str(log_dir.parent / "shards")]
+                if keys is not None:  # the coordinator's own key pair and allow-list (security.py, as_client)
+                    cmd += ["--curve-secret", str(keys.secret_file), "--allow", str(keys.allow_dir)]
+                with open(log_dir / f"shard-{j}.log", "a") as out:
+                    self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=client_env(),
+                                                       stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+            deadline = time.monotonic() + SHARD_START_TIMEOUT_S
+            for j, (file, proc) in enumerate(zip(files, self.procs), start=1):
+                while not file.exists():
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        tail = (log_dir / f"shard-{j}.log").read_text(errors="replace")[-2000:]
+                        raise RunAborted(f"shard {j} did not start (see {log_dir / f'shard-{j}.log'}):\n{tail}")
+                    time.sleep(0.05)
+                self.addresses.append(file.read_text().strip())
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.terminate()
+                p.wait()
+
+
 def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs: str = "logs",
              checkpoints: Checkpointer | None = None, curve: bool = False) -> None:
     """Run every algorithm of `scenario` with local client processes, recording into `recorder`;
@@ -155,12 +213,18 @@ def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs
     with _throwaway_keys(len(scenario.clients) if curve else 0) as (keys, options):
         if scenario.links.backend == "netns":
             return _run_in_namespaces(scenario, recorder, progress, logs, checkpoints, keys, options)
-        coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress, keys=keys)
-        coordinator.checkpoints = checkpoints
+        shards = LocalShards(scenario.shard_count - 1, recorder.run_dir / logs, keys)
+        try:
+            coordinator = Coordinator(scenario, recorder, bind="tcp://127.0.0.1:*", progress=progress, keys=keys)
+            coordinator.checkpoints, coordinator.shard_addresses = checkpoints, shards.addresses
+        except BaseException:
+            shards.stop()
+            raise
         try:
             coordinator.prepare()  # a missing dataset fails here, before any client process starts
         except BaseException:
             coordinator.close()
+            shards.stop()
             raise
         layout = process_layout(len(scenario.clients), scenario.live.processes, usable_cores())
         if len(layout) < len(scenario.clients):
@@ -170,7 +234,10 @@ def run_live(scenario: Scenario, recorder: RunRecorder, progress: Progress, logs
                 progress.console.print(text, highlight=False)
         clients = LocalClients(coordinator.address, len(scenario.clients), recorder.run_dir / logs, options=options,
                                layout=layout)
-        _serve(coordinator, clients)
+        try:
+            _serve(coordinator, clients)
+        finally:
+            shards.stop()
 
 
 @contextmanager

@@ -70,6 +70,8 @@ class Membership:
         self.warnings = RateLimitedLog(log)
         self._next_tend = 0.0
         self._short_since: float | None = None  # when the live clients fell below the quorum
+        if self.scenario.coordinator_link is not None and hasattr(self.sock, "set_own_link"):
+            self.sock.set_own_link(*self.scenario.coordinator_links(), seed=self.scenario.seed)  # every client's
 
     @property
     def size(self) -> int:

@@ -33,6 +33,7 @@ class Phases:
         self.splits: list[np.ndarray] = []  # every client's training-sample indices (set by the coordinator)
         self.set_up_for: dict[int, str] = {}  # rank → the algorithm its client half was last set up for
         self.plan: DevicePlan | None = None  # the emulated devices of the algorithm in progress
+        self.shards = None  # a sharded server's lead (shard_lead.py): clients learn its followers in SETUP
 
     def send_setup(self, config: AlgorithmConfig, rank: int) -> None:
         sc, peer = self.scenario, self.members.peers[rank]
@@ -43,6 +44,8 @@ class Phases:
             "device": sc.clients[rank].device,
             "availability": (a.model_dump(mode="json") if (a := sc.clients[rank].availability) is not None else None),
         }
+        if self.shards is not None and self.shards.meta is not None:
+            meta["shards"] = self.shards.meta
         self.members.send(rank, protocol.setup(meta, torch.from_numpy(self.splits[rank])))
         self.set_up_for[rank] = config.key
 

@@ -18,9 +18,10 @@ from collections import deque
 from typing import Any, Protocol
 
 from edgesync.algorithms.base import ModelState, Send, ServerAlgorithm, Update
-from edgesync.constants import TIME_GRID_DIGITS
+from edgesync.emulation.links import Link
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
+from edgesync.runtime.sim_shards import Shards
 from edgesync.scenario import ServerCostSpec
 from edgesync.transport import protocol
 
@@ -47,13 +48,15 @@ class Engine(Protocol):
 
 class VirtualCoordinator:
     def __init__(self, engine: Engine, server: ServerAlgorithm, mode: str, costs: ServerCostSpec | None,
-                 initial: ModelState, samples: CostSamples | None = None):
+                 initial: ModelState, samples: CostSamples | None = None, shards: Shards | None = None):
         """`mode` is `sim.server_time`; `costs` the entry's with `model`; `samples` collects every timed part
-        of the work with `measured` (a calibration)."""
+        of the work with `measured` (a calibration); `shards` the parameter-server shards and their links
+        (sim_shards.py; default: one coordinator, no link of its own)."""
         self.engine = engine  # its clock, event queue, clients and account
         self.server = server
-        self.free_at = 0.0  # busy until then
-        self.queue: deque[ServerEvent] = deque()  # what arrived while it was busy
+        self.shards = shards or Shards((1.0,), Link(), Link())
+        # what arrived while it was busy: each event with when its parts were in their shards, and their shares
+        self.queue: deque[tuple[ServerEvent, tuple[float, ...], tuple[float, ...] | None]] = deque()
         self.work = CoordinatorWork(server, initial, samples) if mode == "measured" else None
         if mode == "model" and costs is None:
             raise ValueError(f"{server.config.key}: sim.server_time is model but no coordinator costs were given")
@@ -61,30 +64,37 @@ class VirtualCoordinator:
 
     def start(self) -> None:
         """The server half's first instructions, sent at time 0."""
-        self.free_at = round(self.send(0.0, self.server.start()), TIME_GRID_DIGITS)
+        self.send(self.shards.serve((0.0,) * len(self.shards.free), 0.0), self.server.start())
         self.engine.account.log_updates(self.server.drain_update_log(), 0.0)  # a first round's draw, at time 0
 
     def arrive(self, event: ServerEvent) -> None:
         """An update or a query reaches the coordinator: handled now if it is free, else queued."""
-        if self.queue or event.time < self.free_at:
-            if not self.queue:
-                self.engine.push(self.free_at, "server_free", -1, None, 0)
-            self.queue.append(event)
+        shares = self.shards.lead_only if event.kind == "query" else None  # the State Server is the lead's
+        if event.kind == "presence":  # noticed by the coordinator, not a message over its link
+            arrivals = (event.time,) * len(self.shards.free)
+        else:
+            arrivals = self.shards.arrive(event.time, event.size, shares)
+        if not self.queue and self.shards.ready(arrivals, shares) <= event.time:
+            self._handle(event, arrivals, shares, event.time)
             return
-        self._handle(event, event.time)
+        self.queue.append((event, arrivals, shares))
+        if len(self.queue) == 1:
+            self.engine.push(self.shards.ready(arrivals, shares), "server_free", -1, None, 0)
 
     def wake(self, event: ServerEvent) -> None:
         """`server_free`: the coordinator takes the next queued event."""
-        self._handle(self.queue.popleft(), event.time)
+        self._handle(*self.queue.popleft(), event.time)
         if self.queue:
-            self.engine.push(self.free_at, "server_free", -1, None, 0)
+            _, arrivals, shares = self.queue[0]
+            self.engine.push(max(self.shards.ready(arrivals, shares), event.time), "server_free", -1, None, 0)
 
-    def _handle(self, event: ServerEvent, start: float) -> None:
+    def _handle(self, event: ServerEvent, arrivals: tuple[float, ...], shares: tuple[float, ...] | None,
+                start: float) -> None:
         self.engine.now = start  # the server half's clock (ESync's State Server stamps queries with it)
         handle = {"to_server": self._update, "query": self._query, "presence": self._presence}[event.kind]
-        self.free_at = round(handle(event, start), TIME_GRID_DIGITS)
+        handle(event, arrivals, start)
 
-    def _update(self, event: ServerEvent, start: float) -> float:
+    def _update(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
         engine = self.engine
         c = engine.clients[event.client]
         c.bytes_up += event.size
@@ -100,19 +110,19 @@ class VirtualCoordinator:
             busy = self.charges.update_apply if self.server.updates > before else self.charges.update_collect
             encode_s = None
         engine.account.log_updates(self.server.drain_update_log(), start)
-        return self.send(start + busy, sends, encode_s)
+        self.send(self.shards.serve(arrivals, busy), sends, encode_s)
 
-    def _presence(self, event: ServerEvent, start: float) -> float:
+    def _presence(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
         """A device went offline (`lost`) or came back (`joined`): the server half hears it in turn, as the
         live coordinator does between messages (no charge: a few dictionary operations)."""
         server = self.server
         joined = event.message == "joined"
         sends = server.on_client_joined(event.client) if joined else server.on_client_lost(event.client)
         self.engine.account.log_updates(server.drain_update_log(), start)
-        return self.send(start, sends)
+        self.send(self.shards.serve(arrivals, 0.0), sends)
 
-    def _query(self, event: ServerEvent, start: float) -> float:
-        engine = self.engine
+    def _query(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
+        engine, lead = self.engine, self.shards.lead_only
         c = engine.clients[event.client]
         meta, blocking = event.message
         reply: dict[str, Any] | None
@@ -120,27 +130,26 @@ class VirtualCoordinator:
             reply, busy = self.work.query(c.rank, meta)
         else:
             reply, busy = self.server.on_query(c.rank, meta), self.charges.query
-        end = start + busy
+        done = self.shards.serve(arrivals, busy, lead)
         if reply is None:
             if blocking:
                 raise RuntimeError(f"{self.server.config.key}: a blocking query from client {c.rank} got no reply")
-            return end
+            self.shards.send(done, [], [], lead)
+            return
         size = protocol.reply(reply).wire_size()
         c.bytes_down += size
         engine.account.bytes_down += size
-        engine.push(c.down.arrival(end, size), "reply", c.rank, (reply, blocking), size, c.epoch)
-        return end
+        (left,) = self.shards.send(done, [size], [0.0], lead)
+        engine.push(c.down.arrival(left, size), "reply", c.rank, (reply, blocking), size, c.epoch)
 
-    def send(self, start: float, sends: list[Send], encode_s: list[float] | None = None) -> float:
-        """Send `sends` one after another from `start`, each as soon as it is encoded (`encode_s`: each
-        one's measured encoding; else the charge per message). Returns when the last one has left."""
-        engine, t = self.engine, start
-        for i, send in enumerate(sends):
-            t += encode_s[i] if encode_s is not None else self.charges.encode_send
+    def send(self, done: list[float], sends: list[Send], encode_s: list[float] | None = None) -> None:
+        """Send `sends` one after another once each shard is `done`, each part as soon as its shard has
+        encoded it (`encode_s`: each one's measured encoding; else the charge per message)."""
+        engine = self.engine
+        sizes = [protocol.train(s.instruction.meta, s.instruction.tensors).wire_size() for s in sends]
+        encodes = encode_s if encode_s is not None else [self.charges.encode_send] * len(sends)
+        for send, size, left in zip(sends, sizes, self.shards.send(done, sizes, encodes)):
             c = engine.clients[send.client]
-            instr = send.instruction
-            size = protocol.train(instr.meta, instr.tensors).wire_size()
             c.bytes_down += size
             engine.account.bytes_down += size
-            engine.push(c.down.arrival(t, size), "to_client", send.client, instr, size, c.epoch)
-        return t
+            engine.push(c.down.arrival(left, size), "to_client", send.client, send.instruction, size, c.epoch)

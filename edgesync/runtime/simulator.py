@@ -38,16 +38,18 @@ from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import LinkChannel
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
-from edgesync.runtime.allocator import tune_allocator
+from edgesync.runtime.allocator import release_free_memory, tune_allocator
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.server_calibration import cached_or_calibrated
 from edgesync.runtime.server_cost import CostSamples
+from edgesync.runtime.shard_plan import plan_for
 from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.sim_queries import QueryingClients
 from edgesync.runtime.sim_ray import RayClients
+from edgesync.runtime.sim_shards import Shards
 from edgesync.runtime.sim_spill import Spill
 from edgesync.runtime.sim_state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
 from edgesync.runtime.step_time import cached_step_s
@@ -82,6 +84,10 @@ class Simulator(QueryingClients):
         self.y = torch.as_tensor(data.train_y, dtype=torch.int64)
         make = lambda: build_model(sc.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
         self.model, self.eval_model = make(), make()
+        self.shard_plan = plan_for(sc.model.name, sc.shard_count, sc.sharding, data.num_classes, data.input_shape[0])
+        if sc.shard_count > 1:
+            log.info("%d parameter-server shards (sharding %s): %s of the parameters", sc.shard_count, sc.sharding,
+                     self.shard_plan.describe())
         self.step_s: dict[int, float] = {}
         for config in sc.algorithms:
             self.step_s[config.batch_size] = self._step_time(config.batch_size)
@@ -101,7 +107,7 @@ class Simulator(QueryingClients):
     def share_prepared(self, other: "Simulator", clients: int) -> None:
         """Use `other`'s prepared data, model and step times (a calibration beside a run); client i
         trains on `other`'s split i mod its client count."""
-        for name in ("workload", "data", "initial", "x", "y", "model", "eval_model", "step_s"):
+        for name in ("workload", "data", "initial", "x", "y", "model", "eval_model", "step_s", "shard_plan"):
             setattr(self, name, getattr(other, name))
         self.splits = [other.splits[i % len(other.splits)] for i in range(clients)]
 
@@ -158,6 +164,7 @@ class Simulator(QueryingClients):
                 log.info("%s: %d updates in flight waited on disk (sim.spill_mb: %g)", config.key,
                          self.spill.spilled, sc.sim.spill_mb)
             self.spill.clear()
+            release_free_memory()  # the algorithm's model-sized blocks, back to the system
         last = self.account.last_row
         if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
             self._evaluate(end)  # the final model, unless the last evaluation already saw it
@@ -181,8 +188,9 @@ class Simulator(QueryingClients):
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
-        self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time,
-                                                            self.server_costs.get(config.key), self.initial, self.samples)
+        shards = Shards(self.shard_plan.fractions, *sc.coordinator_links(), seed=sc.seed)
+        self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time, self.server_costs.get(
+            config.key), self.initial, self.samples, shards)
         self.handlers = {"to_client": self._deliver_to_client, "to_server": self._to_server,
                          "query": self._to_server, "server_free": coordinator.wake, "presence": coordinator.arrive,
                          "reply": self._reply_at_client, "resume": self._resume, "availability": self._availability}

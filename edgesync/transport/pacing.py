@@ -4,7 +4,9 @@ A socket with a link set for a peer hands its messages to a `Pacer` instead of Z
 schedules each one on that peer's `LinkChannel` (serialization at the link's rate after the messages
 before it, then latency, jitter and loss as delay: `emulation/links.py`) and releases it at that
 time. Both ends pace what they send, so a client's uplink and the coordinator's downlink to each
-client are shaped independently. Releasing happens inside the sockets' `recv`, which both ends call
+client are shaped independently. A sender's own link (`set_own_link`: the coordinator's, a scenario's
+`coordinator_link`) is a stage every message crosses first, shared by all destinations, before the
+destination's link (store and forward, as in the simulator). Releasing happens inside the sockets' `recv`, which both ends call
 whenever they wait: no extra thread touches a ZeroMQ socket. (A client computing a step releases a
 due message at its next receive; ESync's non-blocking queries are the only messages sent while a
 client computes, and its throttled steps wait through `recv`.)
@@ -32,6 +34,8 @@ class Pacer:
     def __init__(self):
         self.origin: float | None = None  # perf_counter when the algorithm started: link traces run from then
         self.channels: dict[Hashable, LinkChannel] = {}
+        self.own: LinkChannel | None = None  # the sender's own link, shared by every destination
+        self.exempt: set[Hashable] = set()  # destinations beside it (a follower shard's lead: another network)
         self._held: list[tuple[float, int, Hashable, list[bytes]]] = []
         self._seq = itertools.count()
 
@@ -41,19 +45,26 @@ class Pacer:
         else:
             self.channels[dest] = LinkChannel(link, seed, origin=_origin(self.origin))
 
+    def set_own_link(self, link: Link, seed=0) -> None:
+        self.own = None if link.unlimited else LinkChannel(link, seed, origin=_origin(self.origin))
+
     def set_origin(self, origin: float | None) -> None:
         """Link traces count from `origin`, a perf_counter reading; None (no algorithm runs, or a client that
         has not heard the algorithm's clock yet): the links keep their settings from before a trace's first row."""
         self.origin = origin
-        for channel in self.channels.values():
+        for channel in [*self.channels.values(), *([self.own] if self.own else [])]:
             channel.origin = _origin(origin)
 
     def shapes(self, dest: Hashable) -> bool:
-        return dest in self.channels
+        return (self.own is not None and dest not in self.exempt) or dest in self.channels
 
     def hold(self, dest: Hashable, frames: list, size: int) -> float:
         """Schedule a message of `size` bytes for `dest`; returns its release time (perf_counter)."""
-        due = self.channels[dest].arrival(time.perf_counter(), size)
+        due = time.perf_counter()
+        if self.own is not None and dest not in self.exempt:
+            due = self.own.arrival(due, size)
+        if (channel := self.channels.get(dest)) is not None:
+            due = channel.arrival(due, size)
         copied = [bytes(f) for f in frames]
         heapq.heappush(self._held, (due, next(self._seq), dest, copied))
         return due

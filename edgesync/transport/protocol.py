@@ -26,6 +26,14 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
     ERROR   what went wrong    ERROR     what was wrong with your message
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
+    lead coordinator → follower shard    follower shard → lead (a sharded coordinator: runtime/shard_server.py)
+    SHARD   meta `op`: setup (an algorithm  SHARD_STATE  op's answer: ready, or the shard's slice of the
+            on a slice), start, lost,                    model and its byte counters (snapshot, end)
+            joined, snapshot, end, shutdown
+
+A client of a sharded coordinator also sends HELLO (its rank), UPDATE parts and HEARTBEAT to each
+follower shard, which sends it TRAIN parts: the same messages on a slice of the model.
+
 `clock`, optional, only from the coordinator: the running algorithm's clock (seconds since it started) when
 the message was sent. Clients follow time-varying emulation (traces, availability) on it (run_clock.py).
 
@@ -68,6 +76,8 @@ class MessageType(StrEnum):
     SHUTDOWN = "SHUTDOWN"
     ERROR = "ERROR"
     HEARTBEAT = "HEARTBEAT"
+    SHARD = "SHARD"
+    SHARD_STATE = "SHARD_STATE"
 
 
 T = MessageType
@@ -75,6 +85,8 @@ CLIENT_TYPES = frozenset({T.HELLO, T.READY, T.CALIBRATED, T.UPDATE, T.QUERY, T.E
                           T.HEARTBEAT})
 COORDINATOR_TYPES = frozenset({T.WELCOME, T.SETUP, T.CALIBRATE, T.TRAIN, T.REPLY, T.EVALUATE, T.END, T.SHUTDOWN,
                                T.ERROR, T.HEARTBEAT})
+FOLLOWER_TYPES = CLIENT_TYPES | {T.SHARD}  # what a follower shard accepts: its clients' messages, its lead's
+LEAD_TYPES = frozenset({T.SHARD_STATE, T.ERROR, T.HEARTBEAT})  # what the lead accepts from a follower
 _TYPES = {t.value: t for t in MessageType}
 
 DTYPES: dict[str, torch.dtype] = {

@@ -156,12 +156,18 @@ class ServerKeys:
     public: bytes
     secret: bytes
     allow_dir: Path
+    secret_file: Path | None = None  # where the pair was read from (follower shards are given the same)
 
     @classmethod
     def from_files(cls, secret_file: Path, allow_dir: Path) -> "ServerKeys":
         public, secret = load_secret(secret_file)
         allowed_keys(allow_dir)  # fail now on an empty or missing folder, not at the first client
-        return cls(public, secret, Path(allow_dir))
+        return cls(public, secret, Path(allow_dir), Path(secret_file))
+
+    def as_client(self) -> "ClientKeys":
+        """A sharded coordinator's lead talks to its follower shards with the coordinator's own key pair:
+        they hold the same pair, and admit its public key besides the allow-list (`admit`)."""
+        return ClientKeys(self.public, self.secret, self.public)
 
 
 @dataclass(frozen=True)
@@ -199,9 +205,10 @@ class AllowListAuthenticator(ThreadAuthenticator):
     or remove a client's public key while the coordinator runs. `refused` lists (address, z85 key).
     """
 
-    def __init__(self, context: zmq.Context, allow_dir: Path):
+    def __init__(self, context: zmq.Context, allow_dir: Path, admit: tuple[bytes, ...] = ()):
         super().__init__(context, log=logging.getLogger("edgesync.security.zap"))
         self.allow_dir = Path(allow_dir)
+        self.admit = {z85.decode(k) if len(k) == 40 else k for k in admit}  # keys admitted besides the folder's
         self.refused: list[tuple[str, str]] = []
         self._address = "?"
 
@@ -214,6 +221,8 @@ class AllowListAuthenticator(ThreadAuthenticator):
         await super().handle_zap_message(msg)
 
     async def _authenticate_curve(self, domain: str, client_key: bytes) -> tuple[bool, bytes]:
+        if client_key in self.admit:
+            return True, b"OK"
         self.reload()
         allowed, reason = await super()._authenticate_curve(domain, client_key)
         key = z85.encode(client_key).decode("ascii")
@@ -226,9 +235,10 @@ class AllowListAuthenticator(ThreadAuthenticator):
         return allowed, reason
 
 
-def start_authenticator(context: zmq.Context, allow_dir: Path) -> AllowListAuthenticator:
-    """The ZAP handler for every CURVE server socket of `context`; stop() it before terminating the context."""
-    auth = AllowListAuthenticator(context, allow_dir)
+def start_authenticator(context: zmq.Context, allow_dir: Path, admit: tuple[bytes, ...] = ()) -> AllowListAuthenticator:
+    """The ZAP handler for every CURVE server socket of `context`; stop() it before terminating the context.
+    `admit`: public keys admitted besides the allow-list's (z85 or raw)."""
+    auth = AllowListAuthenticator(context, allow_dir, admit)
     auth.start()
     auth.reload()
     return auth

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import zmq
 
 from edgesync.constants import CONNECT_REPORT_EVERY_S, MAX_MESSAGE_BYTES
-from edgesync.emulation.links import Link
+from edgesync.emulation.links import Link, LinkChannel
 from edgesync.transport.handshake import HandshakeWatch
 from edgesync.transport.pacing import Pacer
 from edgesync.transport.protocol import CLIENT_TYPES, COORDINATOR_TYPES, Message, ProtocolError
@@ -137,7 +138,11 @@ class CoordinatorSocket:
     An address it cannot listen at is a `BindFailed` that says why.
     """
 
-    def __init__(self, address: str, context: zmq.Context | None = None, keys: ServerKeys | None = None):
+    def __init__(self, address: str, context: zmq.Context | None = None, keys: ServerKeys | None = None,
+                 accepts: frozenset = CLIENT_TYPES, admit: tuple[bytes, ...] = ()):
+        """`accepts`: the message types it takes (a follower shard's: its lead's too); `admit`: CURVE public
+        keys it admits besides the allow-list's (a follower shard: its lead's)."""
+        self.accepts = accepts
         self.auth = None
         self._own_context = keys is not None and context is None
         self.context = zmq.Context() if self._own_context else (context or zmq.Context.instance())
@@ -148,7 +153,7 @@ class CoordinatorSocket:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished peer raises, not drops
         try:
             if keys is not None:
-                self.auth = start_authenticator(self.context, keys.allow_dir)
+                self.auth = start_authenticator(self.context, keys.allow_dir, admit)
                 make_curve_server(self.sock, keys)
             try:
                 self.sock.bind(address)
@@ -165,6 +170,8 @@ class CoordinatorSocket:
         self.pacer = Pacer()
         self.run_clock = None  # coordinator: () → the algorithm's clock; client: a RunClock (run_clock.py)
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
+        self._inbound: LinkChannel | None = None  # the coordinator's own link, into it
+        self._arrived: deque[tuple[float, tuple[list, int]]] = deque()  # received, held until in (a FIFO)
 
     def bind(self, address: str) -> None:
         """Listen on one more endpoint (the kernel link backend: one veth address per client)."""
@@ -174,11 +181,25 @@ class CoordinatorSocket:
         """Emulate `link` on everything sent to `peer` from now on (the coordinator → client direction)."""
         self.pacer.set_link(peer, link, seed)
 
+    def set_own_link(self, inbound: Link, outbound: Link, seed: int = 0) -> None:
+        """Emulate the coordinator's own link (a scenario's `coordinator_link`), shared by every client:
+        what it sends crosses `outbound` before the client's downlink; what it receives is held until it
+        has crossed `inbound` (after the client's uplink, which the client paces)."""
+        self.pacer.set_own_link(outbound, [seed, 1, 1])
+        self._inbound = None if inbound.unlimited else LinkChannel(inbound, [seed, 1, 0])
+
+    def beside_own_link(self, peer: bytes) -> None:
+        """Messages to and from `peer` do not cross the coordinator's own link (a follower shard's lead: the
+        servers talk among themselves on another network)."""
+        self.pacer.exempt = {peer}
+
     def start_clock(self, started: float | None) -> None:
         """The algorithm started at perf_counter `started` (None: none runs): stamp messages with its clock
         and run link traces from then (run_clock.py)."""
         self.run_clock = None if started is None else (lambda: time.perf_counter() - started)
         self.pacer.set_origin(started)
+        if self._inbound is not None:
+            self._inbound.origin = math.inf if started is None else started
 
     def send(self, peer: bytes, message: Message) -> int:
         if self.run_clock is not None:  # a run that follows traces: every message carries the algorithm's clock
@@ -211,16 +232,32 @@ class CoordinatorSocket:
 
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The next message, a ProtocolError for a bad one (with its sender), or None on timeout."""
-        got = self._inbox.recv(timeout_s, copied=2)
+        got = self._inbox.recv(timeout_s, copied=2) if self._inbound is None else self._through_inbound(timeout_s)
         if got is None:
             return None
         frames, size = got
         peer = frames[0]
         self.bytes_in[peer] += size - len(peer)
         try:
-            return peer, Message.from_frames(frames[1:], CLIENT_TYPES)
+            return peer, Message.from_frames(frames[1:], self.accepts)
         except ProtocolError as exc:
             return peer, exc
+
+    def _through_inbound(self, timeout_s: float) -> tuple[list, int] | None:
+        """The next message once it has crossed the coordinator's inbound link, in arrival order (a FIFO)."""
+        deadline = time.perf_counter() + timeout_s
+        while True:
+            now = time.perf_counter()
+            if self._arrived and self._arrived[0][0] <= now:
+                return self._arrived.popleft()[1]
+            wait = deadline - now if not self._arrived else min(deadline - now, self._arrived[0][0] - now)
+            if wait < 0:
+                return None
+            got = self._inbox.recv(wait, copied=2)
+            if got is not None and bytes(got[0][0]) in self.pacer.exempt:
+                return got  # not over the emulated link (a follower shard's lead)
+            if got is not None:  # the link's arrivals never overtake each other
+                self._arrived.append((self._inbound.arrival(time.perf_counter(), got[1]), got))
 
     def close(self) -> None:
         self._release(self.pacer.drain())
@@ -242,7 +279,9 @@ class ClientSocket:
     With `keys`, a CURVE client. `recv` raises `HandshakeFailed` if the coordinator refuses it.
     """
 
-    def __init__(self, address: str, context: zmq.Context | None = None, keys: ClientKeys | None = None):
+    def __init__(self, address: str, context: zmq.Context | None = None, keys: ClientKeys | None = None,
+                 accepts: frozenset = COORDINATOR_TYPES):
+        self.accepts = accepts  # the message types it takes (a lead's socket to a follower shard: its answers)
         self.context = context or zmq.Context.instance()
         self.sock = self.context.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 2000)
@@ -284,6 +323,13 @@ class ClientSocket:
         for _, frames in self.pacer.release() if items is None else items:
             _send(self.sock, frames)
 
+    def flush(self) -> None:
+        """Hand ZeroMQ what the pacer holds as each one's time comes (it is otherwise released while the
+        socket waits in `recv`)."""
+        while (due := self.pacer.next_due()) is not None:
+            time.sleep(max(0.0, due - time.perf_counter()))
+            self._release()
+
     def recv(self, timeout_s: float) -> Message | None:
         """The next message or None on timeout. Raises ProtocolError for a malformed one, and
         HandshakeFailed if the coordinator refuses this client (until the first handshake succeeds)."""
@@ -297,7 +343,7 @@ class ClientSocket:
         frames, size = got
         self.bytes_in += size
         self.last_recv = time.monotonic()
-        msg = Message.from_frames(frames, COORDINATOR_TYPES)
+        msg = Message.from_frames(frames, self.accepts)
         if msg.clock is not None and self.run_clock is not None:
             self.run_clock.observe(msg.clock)
             self.pacer.set_origin(self.run_clock.local(0.0))  # the uplink's trace starts with the algorithm

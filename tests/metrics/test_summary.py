@@ -48,6 +48,7 @@ def test_summary_values_by_hand():
     assert summary["ssgd"] == {
         "algorithm": "ssgd", "final_acc": 0.80, "best_acc": 0.85, "time_to_target_s": 20.0, "target_acc": 0.85,
         "updates": 15, "samples": 1920, "duration_s": 30.0, "samples_per_s": 64.0,      # 1920 / 30
+        "updates_per_s": 0.5,                                                           # 15 / 30
         "bytes_up": 3000, "bytes_down": 6000, "bytes_per_s": 300.0,                     # 9000 / 30
         "compute_ratio_mean": 0.5,                                                      # (0.8 + 0.2) / 2
         "fidelity_max_error": None,                                 # its rows have no fidelity figures

@@ -91,3 +91,16 @@ def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
     # without netem the kernel does the rate only: the transport keeps latency, jitter and loss
     assert transport_link(link, frozenset({"rate"})) == Link(None, 0.05, 0.01, 0.001)
     assert transport_link(link, frozenset({"rate", "delay", "jitter", "loss"})) == Link()
+
+
+@pytest.mark.parametrize("runtime", ["sim", "live"])
+def test_the_coordinators_own_link_is_shared_by_its_clients(tmp_path, runtime):
+    """coordinator_link 20 Mbit/s, clients' links unlimited: four clients' updates queue on the one
+    server link, each crossing it in ≈ 0.3 s; models going out cross the other direction meanwhile."""
+    sc = scenario(runtime, {}, budget=4.0, coordinator_link={"rate_mbps": 20})
+    sc["clients"] = 4
+    run_scenario(scenario_from_dict(sc), tmp_path / "r", progress=False)
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
+    ceiling = 4.0 / (model_message_bytes() * 8 / 20e6)  # one update in per wire time of the shared link
+    low = 0.85 if runtime == "sim" else 0.5  # live: the steps and the start cost some of the budget
+    assert low * ceiling <= summary["updates"] <= ceiling + 1

@@ -81,3 +81,47 @@ def test_close_delivers_what_is_still_held(pair):
     coord.close()
     got = client.recv(2.0)
     assert got is not None and got.type == "SHUTDOWN"
+
+
+@pytest.fixture
+def two_clients():
+    ctx = zmq.Context()
+    coord = CoordinatorSocket("tcp://127.0.0.1:*", ctx)
+    clients = [ClientSocket(coord.address, ctx) for _ in range(2)]
+    peers = []
+    for c in clients:
+        c.send(Message("HELLO"))
+        peers.append(coord.recv(5)[0])
+    yield coord, clients, peers
+    for c in clients:
+        c.close()
+    coord.close()
+    ctx.term()
+
+
+def test_the_coordinators_own_link_is_shared_by_every_client(two_clients):
+    """coordinator_link: a megabyte to each of two clients over one 40 Mbit/s link takes twice one's
+    wire time; the same two sent up by both clients at once are received one wire time apart."""
+    coord, clients, peers = two_clients
+    link = Link(rate_mbps=40)
+    coord.set_own_link(link, link)
+    message = Message("TRAIN", {}, {"x": torch.zeros(250_000)})
+    wire = link.wire_s(message.wire_size())  # ≈ 0.2 s
+    t0 = time.perf_counter()
+    for peer in peers:
+        coord.send(peer, message)
+    got = []
+    while len(got) < 2:
+        coord.recv(0.001)  # releases what is due
+        for i, c in enumerate(clients):
+            if i not in dict(got) and c.recv(0.001) is not None:
+                got.append((i, time.perf_counter() - t0))
+    assert [t for _, t in got] == [pytest.approx(wire, rel=0.15), pytest.approx(2 * wire, rel=0.15)]
+    t0 = time.perf_counter()
+    for c in clients:
+        c.send(Message("UPDATE", {}, {"x": torch.zeros(250_000)}))
+    times = []
+    while len(times) < 2:
+        if coord.recv(0.01) is not None:
+            times.append(time.perf_counter() - t0)
+    assert times == [pytest.approx(wire, rel=0.15), pytest.approx(2 * wire, rel=0.15)]
