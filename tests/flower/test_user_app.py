@@ -52,8 +52,11 @@ def test_stock_fedavg_and_fedadam_drive_edgesyncs_clientapp_on_a_superlink(lab, 
     for m in slow:
         assert 9.0 * m["base_s"] <= m["compute_s"] / m["steps"] <= 13.0 * m["base_s"], m
     assert all(m["compute_s"] / m["steps"] >= 0.95 * m["base_s"] for m in fast), fast
+    # Across nodes the ratio is 10 × base_slow / base_fast: each node measured its base on a loaded host
+    # (CI once saw bases 1.7× apart, a raw ratio of 17.4). Judge it against what the bases say.
     ratio = sum(m["compute_s"] for m in slow) / sum(m["compute_s"] for m in fast)
-    assert 5.0 < ratio < 13.0, (ratio, fedavg["train"])
+    bases = sum(m["base_s"] for m in slow) / sum(m["base_s"] for m in fast)
+    assert 5.0 * bases < ratio < 13.0 * bases, (ratio, bases, fedavg["train"])
     acc = [fedavg["accuracy"][str(r)] for r in (1, 2, 3)]
     assert acc[2] > acc[0] and acc[2] > 0.25, acc  # 18 steps of 32 samples: well above chance (0.1)
 
