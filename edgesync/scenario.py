@@ -569,6 +569,23 @@ class Scenario(Strict):
                                  "(slots), which do not talk to follower shards yet: drop live.processes")
         return self
 
+    @model_validator(mode="after")
+    def _all_reduce(self) -> "Scenario":
+        for i, entry in enumerate(self.algorithms):
+            if getattr(entry, "aggregation", "ps") != "allreduce":
+                continue
+            where = f"algorithms[{i}] ({entry.key}): aggregation: allreduce"
+            if self.shard_count > 1:
+                raise ValueError(f"{where} sums the updates on the clients, sharding {self.sharding} shards a "
+                                 "parameter server: choose one (drop sharding, or aggregation: ps)")
+            if self.runtime == "live" and self.links.backend == "netns":
+                raise ValueError(f"{where}: clients in network namespaces do not reach each other's gloo sockets "
+                                 "yet: use links.backend transport (the ring's time is emulated from the links)")
+            if self.runtime == "live" and self.live.processes is not None and self.live.processes < len(self.clients):
+                raise ValueError(f"{where}: live.processes {self.live.processes} hosts several clients per process "
+                                 "(slots), which do not take part in collectives yet: drop live.processes")
+        return self
+
     @property
     def shard_count(self) -> int:
         """Parameter-server shards: 1 unless sharded."""

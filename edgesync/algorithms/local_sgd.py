@@ -14,14 +14,13 @@ import torch
 from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.participation import ParticipationConfig
 from edgesync.algorithms.registry import register
-from edgesync.algorithms.rounds import RoundServer
+from edgesync.algorithms.rounds import RoundConfig, RoundServer
 from edgesync.algorithms.staleness import rms
 from edgesync.trainer import Interrupt
 
 
-class DeltaConfig(ParticipationConfig):
+class DeltaConfig(RoundConfig):
     """Keys of every algorithm that averages model differences (local SGD, ESync)."""
 
     momentum: float = Field(0.0, ge=0, lt=1, description="local heavy-ball momentum, reset every round")

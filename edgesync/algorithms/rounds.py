@@ -16,6 +16,18 @@ before anyone reported is drawn again among those still online. Each round's dra
 `participants` and `online` in updates.jsonl) and its close (`contributors` and the time each reported,
 `reported_s`) when the config samples clients or some client is offline;
 `participation` counts the rounds each client reported in.
+
+All-reduce (`aggregation: allreduce`, esync.txt §3's MPI Allreduce form of GLOBAL-SUM-UPDATES): the
+round's participants sum their weighted updates among themselves over torch.distributed
+(runtime/ring_client.py) and each applies the round's `apply(mean)` to its own replica of this half;
+what reaches the server is a report (`meta["ring"]`: the client's weight) and, from the lowest-ranked
+participant only, the round's mean, which the server applies exactly as the replicas did — so the
+server keeps the model (evaluation, checkpoints, resume) and its θ equals every replica's bit for bit.
+An instruction says `ring.current` when the client's replica already holds this round's θ: the live
+transport then leaves the tensors out (ring_host.py). A participant lost before it reported leaves the
+ring unable to finish: the round is started again among the others, with θ sent to everyone. A
+full update (no `ring` in its meta: the simulator's, which models the ring's time instead) is summed
+as in the parameter-server form.
 """
 from __future__ import annotations
 
@@ -23,10 +35,22 @@ from abc import abstractmethod
 
 import torch
 
+from typing import Literal
+
+from pydantic import Field
+
 from edgesync.algorithms.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.gradient_client import model_instruction
 from edgesync.algorithms.participation import ParticipationConfig, choose
 from edgesync.algorithms.warmup import Warmup
+
+
+class RoundConfig(ParticipationConfig):
+    """Keys of every barrier-round algorithm (SSGD, local SGD, ESync)."""
+
+    aggregation: Literal["ps", "allreduce"] = Field(
+        "ps", description="ps: the coordinator sums the updates; allreduce: the clients do, over "
+                          "torch.distributed (gloo on CPU, NCCL on GPUs)")
 
 
 class RoundServer(ServerAlgorithm):
@@ -40,7 +64,18 @@ class RoundServer(ServerAlgorithm):
         self.participation: dict[int, int] = {}  # rounds each client reported in
         self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
         self.round_lr = self.warmup.lr()
+        self.ring_group = 0  # all-reduce: the process group of the round's participants (a new one per draw)
+        self.ring_members: list[int] = []
+        self.current: set[int] = set()  # all-reduce: clients whose replica holds this round's θ
         self._reset()
+
+    @property
+    def all_reduce(self) -> bool:
+        return getattr(self.config, "aggregation", "ps") == "allreduce"
+
+    def load_state_dict(self, state: dict) -> None:
+        state = {"ring_group": 0, "ring_members": [], **state, "current": set()}  # resumed clients hold no replica
+        super().load_state_dict(state)
 
     def _reset(self) -> None:
         self.reported: set[int] = set()
@@ -48,6 +83,7 @@ class RoundServer(ServerAlgorithm):
         self.weight_sum = 0.0
         self.update_sum: torch.Tensor | None = None
         self.buffer_sum: torch.Tensor | None = None
+        self.ring_mean: dict[str, torch.Tensor] | None = None  # all-reduce: the round's mean, from its lead
 
     # -- hooks -----------------------------------------------------------------------------------
     @abstractmethod
@@ -62,6 +98,14 @@ class RoundServer(ServerAlgorithm):
         """Extra metadata for `client`'s instruction this round (step budgets, …)."""
         return {}
 
+    def replica_state(self) -> dict[str, torch.Tensor]:
+        """Besides θ and the buffers, what `apply` keeps between rounds (SSGD's velocity): sent to an
+        all-reduce client whose replica is not current."""
+        return {}
+
+    def load_replica_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        """A replica takes `replica_state()` from an instruction."""
+
     # -- the round -------------------------------------------------------------------------------
     def start(self) -> list[Send]:
         return self.broadcast()
@@ -70,10 +114,14 @@ class RoundServer(ServerAlgorithm):
         if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
             return []  # a late update from an earlier round or a dropped client: not part of this round
         self.warmup.observe(client, update.meta)
-        w = self.weight(update)
         self.reported.add(client)
         self.reported_at[client] = round(self.now(), 6)
         self.participation[client] = self.participation.get(client, 0) + 1
+        if "ring" in update.meta and self.all_reduce:  # all-reduce: the clients summed; the lead's report carries the mean
+            if "mean" in update.tensors:
+                self.ring_mean = dict(update.tensors)
+            return self._close_round_if_complete()
+        w = self.weight(update)
         self.weight_sum += w
         self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
         if "buffers" in update.tensors:
@@ -81,6 +129,9 @@ class RoundServer(ServerAlgorithm):
         return self._close_round_if_complete()
 
     def on_client_lost(self, client: int) -> list[Send]:
+        self.current.discard(client)
+        if self.all_reduce and client in self.clients and client not in self.reported:
+            return self._restart_ring(client)
         if client in self.online:
             self.online.remove(client)
         if client in self.clients:
@@ -98,6 +149,20 @@ class RoundServer(ServerAlgorithm):
         self.attempt += 1
         return self.broadcast()
 
+    def _restart_ring(self, lost: int) -> list[Send]:
+        """All-reduce: `lost` left before it reported, so the others' collective cannot finish (or finished
+        and was applied to replicas the server has not heard from): the round starts again, θ to all."""
+        self.online = [c for c in self.online if c != lost]
+        self.log_update(-1, round=self.round, ring_restarted=True, lost=lost)
+        self.current = set()
+        self.attempt += 1
+        self._reset()
+        return self.broadcast() if self.online else self._no_one_left()
+
+    def _no_one_left(self) -> list[Send]:
+        self.clients = []
+        return []
+
     def include(self, client: int) -> None:
         """Make `client` one of the round's clients (ESync adds its State Server record)."""
         self.clients = sorted({*self.clients, client})
@@ -110,12 +175,24 @@ class RoundServer(ServerAlgorithm):
             return self.broadcast()
         if not self.reported.issuperset(self.clients):
             return []
+        if self.ring_mean is None and self.update_sum is None:  # all-reduce whose lead was lost after the sum
+            self.attempt += 1
+            self.current = set()
+            self._reset()
+            return self.broadcast()
         if self._logs_rounds():
             self.log_update(-1, round=self.round, contributors=sorted(self.reported),
                             reported_s=[self.reported_at[c] for c in sorted(self.reported)])
-        self.apply(self.update_sum / self.weight_sum)
-        if self.buffer_sum is not None:
-            self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
+        if self.ring_mean is not None:  # the same tensors every replica applied
+            self.apply(self.ring_mean["mean"])
+            if "buffers" in self.ring_mean:
+                self.buffers = self.ring_mean["buffers"]
+            self.current = set(self.reported)
+        else:
+            self.apply(self.update_sum / self.weight_sum)
+            if self.buffer_sum is not None:
+                self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
+            self.current = set(self.reported) if self.all_reduce else set()
         self.updates += 1
         self.round += 1
         self.attempt = 0
@@ -131,6 +208,9 @@ class RoundServer(ServerAlgorithm):
         chosen = choose(config, self.population, self.online, self.round, self.attempt) if sampled else self.online
         for client in chosen:
             self.include(client)
+        if self.all_reduce and (self.clients != self.ring_members or self.attempt):
+            self.ring_group += 1  # gloo groups are fixed: new members, or a failed try, need a new one
+            self.ring_members = list(self.clients)
         if self._logs_rounds():
             self.log_update(-1, round=self.round, participants=list(self.clients), online=len(self.online))
         return [self._instruction(c) for c in self.clients]
@@ -142,7 +222,16 @@ class RoundServer(ServerAlgorithm):
         return sampled or len(self.online) < len(self.population.data_sizes)
 
     def _instruction(self, client: int) -> Send:
-        return Send(client, model_instruction(self.params, self.buffers, self.round, **self.instruction_meta(client)))
+        meta = self.instruction_meta(client)
+        if not self.all_reduce:
+            return Send(client, model_instruction(self.params, self.buffers, self.round, **meta))
+        current = client in self.current
+        meta["ring"] = {"group": self.ring_group, "members": list(self.clients), "current": current,
+                        "lr": self.round_lr}
+        instruction = model_instruction(self.params, self.buffers, self.round, **meta)
+        if not current:
+            instruction.tensors.update(self.replica_state())
+        return Send(client, instruction)
 
 
 def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:

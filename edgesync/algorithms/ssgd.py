@@ -12,13 +12,12 @@ import torch
 from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec
-from edgesync.algorithms.participation import ParticipationConfig
 from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.registry import register
-from edgesync.algorithms.rounds import RoundServer
+from edgesync.algorithms.rounds import RoundConfig, RoundServer
 
 
-class SSGDConfig(ParticipationConfig):
+class SSGDConfig(RoundConfig):
     name: Literal["ssgd"] = "ssgd"
     momentum: float = Field(0.0, ge=0, lt=1, description="master momentum m")
 
@@ -37,6 +36,12 @@ class SSGDServer(RoundServer):
             self.velocity = mean if self.velocity is None else self.config.momentum * self.velocity + mean
             step = self.velocity
         self.params = self.params - self.round_lr * step  # v is lr-free: no momentum correction needed
+
+    def replica_state(self) -> dict[str, torch.Tensor]:
+        return {} if self.velocity is None else {"velocity": self.velocity}
+
+    def load_replica_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.velocity = tensors.get("velocity")
 
 
 SPEC = register(AlgorithmSpec(

@@ -121,6 +121,9 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     if scenario.shard_count > 1:
         raise ValueError(f"{cfg['scenario']}: sharding {scenario.sharding}: the follower shards talk to EdgeSync's own "
                          "clients (`edgesync run`, `edgesync coordinator --shard`); over Flower leave sharding out")
+    if any(getattr(a, "aggregation", "ps") == "allreduce" for a in scenario.algorithms):
+        raise ValueError(f"{cfg['scenario']}: aggregation: allreduce sums on EdgeSync's own clients (`edgesync run`); "
+                         "over Flower the ServerApp aggregates: use aggregation: ps")
     run_dir = run_folder(scenario, cfg["out"] or None).resolve()
     resume, overwrite = bool(cfg["resume"]), bool(cfg["overwrite"])
     moved = claim_run_folder(run_dir, resume, overwrite, options=("resume=true", "overwrite=true"))

@@ -43,6 +43,7 @@ from edgesync.runtime.client_session import Beating, Session, build_session
 from edgesync.runtime.client_shards import ClientShards
 from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
+from edgesync.runtime.ring_client import RingFailed, ring_half
 from edgesync.runtime.run_clock import RunClock
 from edgesync.runtime.step_time import measure_step_s, warm_up
 from edgesync.runtime.workload import make_trainer, resolve_device
@@ -316,6 +317,7 @@ class EdgeClient:
         if self.device.type == "cuda" and self._model_key not in self._warm:
             warm_up(session.trainer)  # before READY: the start-up is not the algorithm's compute time
             self._warm.add(self._model_key)
+        session.algorithm = ring_half(session.algorithm, msg.meta, self.connect, self.rank)  # all-reduce
         session.algorithm.ctx = self.ctx
         if self.shards is not None:
             self.shards.close()
@@ -375,6 +377,9 @@ class EdgeClient:
             return  # the algorithm ended mid-instruction; END is next in ctx.pending
         except DeviceOffline:
             return  # its work is lost; the main loop takes the device offline
+        except RingFailed as exc:
+            log.warning("%s: nothing sent, the coordinator starts the round again", exc)
+            return
         meta, tensors = (self.shards.split(update.meta, update.tensors) if self.shards is not None
                          else (update.meta, update.tensors))
         sock.send(protocol.update(meta, tensors))

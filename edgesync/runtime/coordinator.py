@@ -2,19 +2,17 @@
 
 Per algorithm: SETUP every client and CALIBRATE the throttled ones (phases.py), then hand every
 arriving UPDATE to the algorithm's server half and send what it returns, until a stop rule fires;
-then END and the clients' rows. Who is in the run, and alive, is membership.py's job; what is
-recorded, and when the run stops, accounting.py's (shared with the simulator and Flower); follower
-shards of a sharded server, shard_lead.py's. The loop never blocks longer than `POLL_INTERVAL_S`;
-evaluation runs on a worker thread.
+then END and the clients' rows. Who is in the run, and alive, is membership.py's job; what is recorded,
+and when the run stops, accounting.py's (shared with the simulator and Flower); follower shards of a
+sharded server, shard_lead.py's; all-reduce's store, ring_host.py's. The loop never blocks longer than
+`POLL_INTERVAL_S`; evaluation runs on a worker thread.
 
-Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the
-coordinator reads (fields.py), and each UPDATE's tensors against the model and the algorithm,
-finite included (update_check.py). A refused update never reaches the server half; it is counted
-in the client's `refused` (clients.jsonl).
+Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the coordinator
+reads (fields.py), and each UPDATE's tensors against the model and the algorithm, finite included
+(update_check.py). A refused update never reaches the server half; it counts in `refused` (clients.jsonl).
 
-Hooks for runtimes built on this one (the Flower ServerApp, flower/coordinator.py): `heartbeats`,
-`after_algorithm(config, end_s, final)` (the final model, before END), and `members`, `phases` and
-`recorder` to talk to the clients and write rows.
+Hooks for runtimes built on this one (the Flower ServerApp, flower/coordinator.py): `heartbeats`, `after_algorithm(
+config, end_s, final)` (the final model, before END), `members`, `phases`, `recorder` (clients, rows).
 """
 from __future__ import annotations
 
@@ -35,6 +33,7 @@ from edgesync.runtime.membership import Membership, Peer, RunAborted
 from edgesync.runtime.phases import Phases
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.resume import restore_algorithm, save_algorithm
+from edgesync.runtime.ring_host import RingHost, count_ring_bytes
 from edgesync.runtime.shard_lead import NoShards, lead_for
 from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 from edgesync.runtime.workload import prepare_workload
@@ -73,6 +72,7 @@ class Coordinator:
         if health_check is not None:
             self.health_check = health_check
         self.phases = Phases(self.members, self.progress)
+        self.ring = self.phases.ring = RingHost(bind, scenario.client_links, lambda: time.perf_counter() - self._started)
         self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
         self.shards, self.shard_addresses = NoShards(), []  # follower shards' addresses: set by the launcher
         self.shard_keys = keys.as_client() if keys is not None else None  # the lead's, to its followers
@@ -139,6 +139,7 @@ class Coordinator:
 
     def close(self) -> None:
         self.shards.close()  # still open only if the run never got to its end
+        self.ring.close()
         self.sock.close()
 
     # -- one algorithm -----------------------------------------------------------------------------
@@ -219,8 +220,7 @@ class Coordinator:
         save_algorithm(self.checkpoints, self.account, server, now, self.traffic())
 
     def _quorum(self) -> int:
-        """Synchronous algorithms need faults.quorum clients alive while they train, any algorithm one; clients
-        offline by their availability are not missing (none at all may be online for a while)."""
+        """Synchronous algorithms need faults.quorum clients alive, any one; the offline are not missing."""
         offline = len(self.availability.offline) if hasattr(self, "availability") else 0
         if self.server is not None and algorithms.get(self.server.config.name).family == "synchronous":
             return max(0, min(self.scenario.faults.quorum, len(self.peers) - offline))
@@ -255,11 +255,12 @@ class Coordinator:
         try:
             if msg.type == T.UPDATE:
                 try:
-                    self.update_check.check(msg.tensors)
+                    self.update_check.check(msg.tensors, "ring" in msg.meta)
                 except UpdateRefused as exc:  # before the server half: the global model is untouched
                     self._refuse(rank, "UPDATE", str(exc))
                     return self._fresh_start(server, rank, exc.nonfinite)
                 sends = server.on_update(rank, Update(tensors=msg.tensors, meta=msg.meta))
+                count_ring_bytes(self.sock, identity, msg.meta)  # all-reduce: what the client sent its peers
                 self.account.samples += int(msg.meta.get("samples", 0))
                 seen = self.seen.setdefault(rank, {"steps": 0, "samples": 0})
                 seen["steps"] += int(msg.meta.get("steps", 0))
@@ -303,8 +304,8 @@ class Coordinator:
 
     def _dispatch(self, sends: list[Send]) -> None:
         for send in sends:
-            if send.client in self.peers:
-                self.members.send(send.client, protocol.train(send.instruction.meta, send.instruction.tensors))
+            if send.client in self.peers:  # all-reduce: θ left out where the client's replica holds it
+                self.members.send(send.client, protocol.train(*self.ring.wire(send.instruction)))
 
     # -- clients lost and back ---------------------------------------------------------------------
     def _client_lost(self, rank: int) -> None:
@@ -344,10 +345,9 @@ class Coordinator:
         return time.perf_counter() - self._started
 
     def _readmit(self, server: ServerAlgorithm, identity: bytes, msg: Message) -> list[Send]:
-        """HELLO in the middle of an algorithm: a client process that lost its link (or was restarted)
-        asks for its rank back. It may take a lost rank (a live one is refused, not fatally: the
-        client retries with backoff until its old socket is known to be gone); it is set up for the
-        algorithm in progress and joins it when READY."""
+        """HELLO mid-algorithm: a client process that lost its link (or was restarted) asks for its rank
+        back. It may take a lost rank (a live one is refused, not fatally: the client retries with backoff
+        until its old socket is known to be gone); it is set up for the algorithm and joins it when READY."""
         members = self.members
         asked = msg.meta.get("rank")
         if asked is None:  # a restarted client that did not say its rank: a lost one, of its host if any

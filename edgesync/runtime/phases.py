@@ -34,6 +34,7 @@ class Phases:
         self.set_up_for: dict[int, str] = {}  # rank → the algorithm its client half was last set up for
         self.plan: DevicePlan | None = None  # the emulated devices of the algorithm in progress
         self.shards = None  # a sharded server's lead (shard_lead.py): clients learn its followers in SETUP
+        self.ring = None  # all-reduce's store (ring_host.py): clients learn where it is in SETUP
 
     def send_setup(self, config: AlgorithmConfig, rank: int) -> None:
         sc, peer = self.scenario, self.members.peers[rank]
@@ -46,6 +47,8 @@ class Phases:
         }
         if self.shards is not None and self.shards.meta is not None:
             meta["shards"] = self.shards.meta
+        if self.ring is not None and (ring := self.ring.setup_meta(config)) is not None:
+            meta["ring"] = ring
         self.members.send(rank, protocol.setup(meta, torch.from_numpy(self.splits[rank])))
         self.set_up_for[rank] = config.key
 

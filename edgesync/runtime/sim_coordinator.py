@@ -21,6 +21,7 @@ from edgesync.algorithms.base import ModelState, Send, ServerAlgorithm, Update
 from edgesync.emulation.links import Link
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
+from edgesync.runtime.sim_ring import wire_size
 from edgesync.runtime.sim_shards import Shards
 from edgesync.scenario import ServerCostSpec
 from edgesync.transport import protocol
@@ -146,7 +147,7 @@ class VirtualCoordinator:
         """Send `sends` one after another once each shard is `done`, each part as soon as its shard has
         encoded it (`encode_s`: each one's measured encoding; else the charge per message)."""
         engine = self.engine
-        sizes = [protocol.train(s.instruction.meta, s.instruction.tensors).wire_size() for s in sends]
+        sizes = [wire_size(s.instruction) for s in sends]  # all-reduce: θ left out where the client holds it
         encodes = encode_s if encode_s is not None else [self.charges.encode_send] * len(sends)
         for send, size, left in zip(sends, sizes, self.shards.send(done, sizes, encodes)):
             c = engine.clients[send.client]

@@ -49,6 +49,7 @@ from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.sim_queries import QueryingClients
 from edgesync.runtime.sim_ray import RayClients
+from edgesync.runtime.sim_ring import SimRing
 from edgesync.runtime.sim_shards import Shards
 from edgesync.runtime.sim_spill import Spill
 from edgesync.runtime.sim_state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
@@ -188,6 +189,7 @@ class Simulator(QueryingClients):
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
+        self.ring = SimRing(self, server)  # all-reduce: updates wait for the round's ring (sim_ring.py)
         shards = Shards(self.shard_plan.fractions, *sc.coordinator_links(), seed=sc.seed)
         self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time, self.server_costs.get(
             config.key), self.initial, self.samples, shards)
@@ -329,6 +331,7 @@ class Simulator(QueryingClients):
         if self.remote is not None:
             self._apply(self.remote.take(c.rank))  # its previous instruction's end: when this one can start
         start = max(event.time, c.free_at)
+        self.ring.started(c.rank, event.message)
         c.times.instruction_started(start)
         c.clock.elapsed = 0.0
         c.clock.offline_at = c.schedule.next_change(start) if not c.schedule.always else math.inf
@@ -353,6 +356,8 @@ class Simulator(QueryingClients):
         self._serve(c, process.advance(start))
 
     def _finished(self, c: SimClient, update: Update, done: float, seq: int | None = None) -> None:
+        if self.ring.finished(c, update, done, seq):
+            return  # sent when the round's ring has run
         c.free_at = done
         c.times.update_sent(done)
         size = protocol.update(update.meta, update.tensors).wire_size()

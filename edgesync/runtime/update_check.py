@@ -46,15 +46,28 @@ class UpdateCheck:
     buffers: int  # numel of the buffers vector
     value_dtypes: frozenset  # dtypes the main tensor's values may have
     sparse: bool  # whether the main tensor may travel as NAME.idx + NAME.val
+    all_reduce: bool = False  # whether it takes all-reduce reports (the round's mean, from its lead, or nothing)
 
     @classmethod
     def for_server(cls, server: ServerAlgorithm, initial: ModelState) -> "UpdateCheck":
         fmt = server.update_format()
         return cls(server.config.key, (fmt.key,) if fmt.key else MODEL_FIELDS, initial.params.numel(),
-                   initial.buffers.numel(), frozenset(fmt.value_dtypes), fmt.sparse)
+                   initial.buffers.numel(), frozenset(fmt.value_dtypes), fmt.sparse,
+                   bool(getattr(server, "all_reduce", False)))
 
-    def check(self, tensors: dict[str, torch.Tensor]) -> None:
-        """Raise UpdateRefused unless `tensors` is a well-formed, finite update of this algorithm."""
+    def check(self, tensors: dict[str, torch.Tensor], ring: bool = False) -> None:
+        """Raise UpdateRefused unless `tensors` is a well-formed, finite update of this algorithm (`ring`:
+        an all-reduce report, as its metadata says)."""
+        if ring and self.all_reduce:
+            for name in tensors:
+                if name not in ("mean", "buffers"):
+                    raise UpdateRefused(f"tensor {name!r} is not part of a {self.algorithm} all-reduce report "
+                                        "(expected nothing, or 'mean' and optionally 'buffers')")
+            if "mean" in tensors:
+                self._dense("mean", tensors["mean"], self.params, {torch.float32}, "the model's parameters")
+            if "buffers" in tensors:
+                self._dense("buffers", tensors["buffers"], self.buffers, {torch.float32}, "the model's buffers")
+            return
         main = [n for n in self.fields if n in tensors]
         sparse = [f"{n}{part}" for n in self.fields for part in (".idx", ".val")
                   if self.sparse and f"{n}{part}" in tensors]

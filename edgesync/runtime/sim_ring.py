@@ -1,0 +1,89 @@
+"""All-reduce aggregation in the simulator (`aggregation: allreduce`, algorithms/rounds.py).
+
+The clients' updates stay whole in the simulator (the server half sums them as in the parameter-server
+form: the same mean to float precision); what is modelled is the ring's time and traffic, as live:
+
+- a participant's update waits until the round's last participant has finished computing, then the ring
+  takes `ring_seconds` over the participants' links (2(N−1) steps of a 1/N chunk each, ring_host.py);
+- each participant sends (and receives) 2(N−1)/N of the vector [w·update, w·buffers, w], counted in its
+  bytes up and the algorithm's; its report then crosses its uplink: the metadata only, or, from the
+  lowest-ranked participant, the round's mean;
+- an instruction to a client whose replica holds the round's θ is charged its metadata only.
+
+An update computed for an earlier process group (the round was started again because a participant
+went offline) is dropped, as the live client leaves a collective that cannot finish.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from edgesync.algorithms.base import Instruction, Update
+from edgesync.runtime.ring_client import ring_bytes
+from edgesync.runtime.ring_host import ring_seconds, ring_vector_bytes
+from edgesync.transport import protocol
+
+
+class SimRing:
+    def __init__(self, engine: Any, server: Any):
+        """`engine`: the simulator (its clients, account, push); `server`: the round server half."""
+        self.engine, self.server = engine, server
+        self.active = bool(getattr(server, "all_reduce", False))
+        self.given: dict[int, dict] = {}  # rank → the ring metadata of the instruction it is running
+        self.held: dict[int, tuple[Any, Update, float, int | None]] = {}  # this group's finished participants
+        self.group: int | None = None
+        self.vector_bytes = 0
+
+    def started(self, rank: int, instruction: Instruction) -> None:
+        """A client starts an instruction: which group and round it computes for."""
+        ring = instruction.meta.get("ring") if self.active else None
+        if ring is not None:
+            self.given[rank] = ring
+            self.vector_bytes = ring_vector_bytes(instruction)
+
+    def finished(self, c: Any, update: Update, done: float, seq: int | None) -> bool:
+        """Hold `c`'s update until the round's ring can run; False when the ring does not apply."""
+        ring = self.given.pop(c.rank, None) if self.active else None
+        if ring is None:
+            return False
+        c.free_at = done
+        if ring["group"] != self.server.ring_group:
+            return True  # its group was given up: nothing is sent
+        if self.group != ring["group"]:
+            self.group, self.held = ring["group"], {}
+        self.held[c.rank] = (c, update, done, seq)
+        if set(self.held) >= set(ring["members"]):
+            self._release(ring)
+        return True
+
+    def _release(self, ring: dict) -> None:
+        engine, members = self.engine, list(ring["members"])
+        start = max(done for _, _, done, _ in self.held.values())
+        links = [(engine.clients[m].up.link, engine.clients[m].down.link) for m in members]
+        end = start + ring_seconds(links, self.vector_bytes, start)
+        sent = ring_bytes(self.vector_bytes // 4, 4, len(members))
+        for rank in members:
+            c, update, _, seq = self.held[rank]
+            c.bytes_up += sent
+            engine.account.bytes_up += sent
+            c.free_at = end
+            c.times.update_sent(end)
+            meta = {**update.meta, "ring": {"bytes": sent, "group": ring["group"]}}
+            size = protocol.update(meta, self._report(update) if rank == members[0] else {}).wire_size()
+            engine.push(c.up.arrival(end, size), "to_server", c.rank, update, size, c.epoch, seq)
+        self.held = {}
+
+    def _report(self, update: Update) -> dict[str, torch.Tensor]:
+        """What the lead's report carries: the mean of the update and of the buffers (their sizes)."""
+        out = {"mean": update.tensors[self.server.update_key]}
+        if "buffers" in update.tensors:
+            out["buffers"] = update.tensors["buffers"]
+        return out
+
+
+def wire_size(instruction: Instruction) -> int:
+    """An instruction's size as it travels (ring_host.RingHost.wire): θ left out where the client holds it."""
+    ring = instruction.meta.get("ring")
+    tensors = {} if ring is not None and ring["current"] else instruction.tensors
+    return protocol.train(instruction.meta, tensors).wire_size()

@@ -1,0 +1,139 @@
+"""The round server with `aggregation: allreduce` (rounds.py) and the ring's cost model (ring_host.py).
+
+Every expected number is worked out by hand: θ0 = [1, 2], η = 0.1, SSGD with momentum 0.5 unless said.
+"""
+import pytest
+import torch
+
+from edgesync.algorithms.base import Update
+from edgesync.algorithms.ssgd import SSGDConfig, SSGDServer
+from edgesync.emulation.links import Link
+from edgesync.runtime.ring_client import ring_bytes
+from edgesync.runtime.ring_host import ring_seconds
+from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+
+THETA0 = [1.0, 2.0]
+
+
+def _server(model_state, clients=(0, 1, 2), momentum=0.5, aggregation="allreduce"):
+    config = SSGDConfig(lr=0.1, momentum=momentum, aggregation=aggregation)
+    return SSGDServer(config, model_state(THETA0), list(clients))
+
+
+def _report(version, mean=None):
+    tensors = {} if mean is None else {"mean": torch.tensor(mean)}
+    return Update(tensors=tensors, meta={"version": version, "samples": 32, "steps": 1, "ring": {"weight": 1.0}})
+
+
+def _by_client(sends):
+    return {s.client: s.instruction for s in sends}
+
+
+def test_instructions_name_the_group_and_say_who_holds_the_model(model_state):
+    server = _server(model_state)
+    first = _by_client(server.start())
+    for ins in first.values():
+        assert ins.meta["ring"] == {"group": 1, "members": [0, 1, 2], "current": False, "lr": 0.1}
+        assert torch.equal(ins.tensors["params"], torch.tensor(THETA0))
+    # the lead (lowest rank) sends the round's mean g = [1, 2]; the others their weight only
+    assert server.on_update(1, _report(0)) == [] and server.on_update(2, _report(0)) == []
+    second = _by_client(server.on_update(0, _report(0, [1.0, 2.0])))
+    # v = g = [1, 2]; θ1 = θ0 − 0.1·v = [0.9, 1.8]
+    assert torch.allclose(server.params, torch.tensor([0.9, 1.8]))
+    for ins in second.values():
+        assert ins.meta["ring"]["current"] is True and ins.meta["ring"]["group"] == 1  # same members: same group
+        assert ins.meta["version"] == 1
+
+
+def test_the_server_applies_the_leads_mean_as_the_replicas_do(model_state):
+    server = _server(model_state)
+    server.start()
+    for c, mean in ((1, None), (2, None), (0, [1.0, 2.0])):
+        server.on_update(c, _report(0, mean))
+    for c, mean in ((0, [2.0, 0.0]), (1, None), (2, None)):
+        server.on_update(c, _report(1, mean))
+    # v1 = [1, 2]; v2 = 0.5·v1 + [2, 0] = [2.5, 1]; θ2 = [0.9, 1.8] − 0.1·[2.5, 1] = [0.65, 1.7]
+    assert torch.allclose(server.params, torch.tensor([0.65, 1.7]))
+    assert server.updates == 2 and server.round == 2
+
+
+def test_a_full_update_is_summed_as_in_the_parameter_server_form(model_state, make_update):
+    """The simulator sends whole updates: the same arithmetic as aggregation ps, and replicas are current."""
+    ring, ps = _server(model_state), _server(model_state, aggregation="ps")
+    sends = {}
+    for server in (ring, ps):
+        server.start()
+        server.on_update(0, make_update([1.0, 0.0], version=0))
+        server.on_update(1, make_update([2.0, 4.0], version=0))
+        sends[server] = _by_client(server.on_update(2, make_update([0.0, 2.0], version=0)))
+    assert torch.equal(ring.params, ps.params)  # mean [1, 2]: θ1 = [0.9, 1.8]
+    assert torch.allclose(ring.params, torch.tensor([0.9, 1.8]))
+    assert all(ins.meta["ring"]["current"] for ins in sends[ring].values())
+    assert not any("ring" in ins.meta for ins in sends[ps].values())
+
+
+def test_a_participant_lost_before_it_reported_restarts_the_round_with_the_model(model_state):
+    server = _server(model_state)
+    server.start()
+    for c, mean in ((1, None), (2, None), (0, [1.0, 2.0])):
+        server.on_update(c, _report(0, mean))
+    server.on_update(1, _report(1))  # round 1: client 1 reported, then client 2 is lost before reporting
+    again = _by_client(server.on_client_lost(2))
+    assert sorted(again) == [0, 1] and server.round == 1
+    for ins in again.values():  # a new group of the two; everyone's θ (and the velocity) from the server
+        assert ins.meta["ring"] == {"group": 2, "members": [0, 1], "current": False, "lr": 0.1}
+        assert torch.allclose(ins.tensors["params"], torch.tensor([0.9, 1.8]))
+        assert torch.allclose(ins.tensors["velocity"], torch.tensor([1.0, 2.0]))
+    assert server.drain_update_log()[-1]["ring_restarted"] is True
+    # the old group's reports are gone; the new group's round closes
+    server.on_update(1, _report(1))
+    server.on_update(0, _report(1, [0.0, 0.0]))
+    assert server.round == 2  # v2 = 0.5·[1, 2]; θ2 = [0.9, 1.8] − 0.1·[0.5, 1] = [0.85, 1.7]
+    assert torch.allclose(server.params, torch.tensor([0.85, 1.7]))
+
+
+def test_a_participant_lost_after_it_reported_counts(model_state):
+    server = _server(model_state)
+    server.start()
+    server.on_update(1, _report(0))
+    assert server.on_client_lost(1) == []  # its sum is in the others' ring: the round goes on
+    server.on_update(2, _report(0))
+    sends = _by_client(server.on_update(0, _report(0, [1.0, 2.0])))
+    assert sorted(sends) == [0, 2] and server.ring_group == 2  # the next round: a group without client 1
+
+
+def test_a_resumed_server_sends_the_model_to_everyone(model_state):
+    server = _server(model_state)
+    server.start()
+    for c, mean in ((1, None), (2, None), (0, [1.0, 2.0])):
+        server.on_update(c, _report(0, mean))
+    resumed = _server(model_state)
+    resumed.load_state_dict(server.state_dict())  # the new client processes hold no replica
+    assert not any(ins.meta["ring"]["current"] for ins in _by_client(resumed.broadcast()).values())
+
+
+def test_reports_are_checked_like_updates(model_state):
+    check = UpdateCheck.for_server(_server(model_state), model_state(THETA0))
+    check.check({}, ring=True)
+    check.check({"mean": torch.zeros(2)}, ring=True)
+    with pytest.raises(UpdateRefused, match="'grad' is not part of a ssgd all-reduce report"):
+        check.check({"grad": torch.zeros(2)}, ring=True)
+    with pytest.raises(UpdateRefused, match="shape"):
+        check.check({"mean": torch.zeros(3)}, ring=True)
+    ps = UpdateCheck.for_server(_server(model_state, aggregation="ps"), model_state(THETA0))
+    with pytest.raises(UpdateRefused):  # a report to a parameter server carries no gradient
+        ps.check({"mean": torch.zeros(2)}, ring=True)
+
+
+def test_ring_time_and_bytes_by_hand():
+    # 4 participants, 1 MB at 10 Mbit/s: 6 steps of a 250 kB chunk, 0.2 s each
+    links = [(Link(rate_mbps=10), Link(rate_mbps=10))] * 4
+    assert ring_seconds(links, 1_000_000) == pytest.approx(1.2)
+    # latency 5 ms on every link: each hop crosses an uplink and a downlink, +10 ms a step
+    slow = [(Link(rate_mbps=10, latency_s=0.005), Link(rate_mbps=10, latency_s=0.005))] * 4
+    assert ring_seconds(slow, 1_000_000) == pytest.approx(6 * 0.21)
+    # one 1 Mbit/s downlink sets every step's pace: 2 s per chunk
+    mixed = links[:3] + [(Link(rate_mbps=10), Link(rate_mbps=1))]
+    assert ring_seconds(mixed, 1_000_000) == pytest.approx(12.0)
+    assert ring_seconds(links[:1], 1_000_000) == 0.0 and ring_seconds([(Link(), Link())] * 4, 10**9) == 0.0
+    assert ring_bytes(250_000, 4, 4) == 1_500_000 and ring_bytes(10, 4, 1) == 0  # 2(N−1)/N of 1 MB
