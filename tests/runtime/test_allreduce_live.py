@@ -1,0 +1,135 @@
+"""All-reduce aggregation live (real client processes, gloo over 127.0.0.1) and in the simulator.
+
+SSGD (momentum 0.9) and ESync, 4 clients, 20 rounds: the all-reduce form ends on the parameter-server
+form's model (to float precision: the two sum in different orders), every client's bytes are the ring's
+2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run: the round starts again
+without it and the run goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+
+from edgesync.metrics.recorder import read_jsonl
+from edgesync.runtime.coordinator import Coordinator
+from edgesync.runtime.runs import run_scenario
+from edgesync.scenario import scenario_from_dict
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+ROUNDS = 20
+
+
+def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
+    clients = ["x1", "x1", "x1", "x20"] if algorithm["name"] == "esync" else 4
+    return {"name": "allreduce", "runtime": runtime, "seed": 4, "dataset": {"train_size": 1200}, "clients": clients,
+            "algorithms": [algorithm], "stop": {"max_updates": ROUNDS, "time_budget_s": 600, "target_acc": None},
+            "eval": {"every_s": 1000, "test_size": 500}, **extra}
+
+
+# ESync's State Server decides each client's local steps from timing; with a ×20 straggler and a cap of
+# 3 every round is decided alike (fast clients 3 steps, the straggler 1), so the two forms do the same work.
+ALGORITHMS = [{"name": "ssgd", "lr": 0.05, "momentum": 0.9},
+              {"name": "esync", "lr": 0.05, "max_local_steps": 3}]
+
+
+def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live", **extra) -> dict:
+    finals = {}
+    monkeypatch.setattr(Coordinator, "after_algorithm",
+                        lambda self, config, end, final: finals.__setitem__(config.aggregation, final))
+    out = {}
+    for aggregation in ("ps", "allreduce"):
+        folder = tmp_path / f"{algorithm['name']}-{aggregation}"
+        data = scenario({**algorithm, "aggregation": aggregation}, runtime, **extra)
+        run_scenario(scenario_from_dict(data), folder, progress=False)
+        final = finals.get(aggregation)
+        out[aggregation] = {"final": None if final is None else final.params, "buffers": final and final.buffers, "metrics": read_jsonl(folder / "metrics.jsonl")[-1],
+                            "clients": read_jsonl(folder / "clients.jsonl"),
+                            "updates": read_jsonl(folder / "updates.jsonl")}
+    return out
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=[a["name"] for a in ALGORITHMS])
+def test_all_reduce_ends_on_the_parameter_servers_model(tmp_path, monkeypatch, algorithm):
+    runs = run_both(tmp_path, algorithm, monkeypatch)
+    ps, ring = runs["ps"], runs["allreduce"]
+    assert ps["metrics"]["updates"] == ring["metrics"]["updates"] == ROUNDS
+    if algorithm["name"] == "esync":  # the same work in both: each client's steps in each round
+        steps = {k: [(r["round"], r["client"], r["n_i"]) for r in runs[k]["updates"] if "n_i" in r] for k in runs}
+        assert sorted(steps["ps"]) == sorted(steps["allreduce"]) and len(steps["ps"]) == 4 * ROUNDS
+    difference = (ps["final"] - ring["final"]).norm() / ps["final"].norm()
+    assert difference < 1e-4, difference  # float sums in another order (PS: in arrival order)
+    assert ring["metrics"]["test_loss"] == pytest.approx(ps["metrics"]["test_loss"], abs=1e-3)
+
+    # bytes: each client sends 2·3/4 of the vector [w·update, w·buffers, w] a round, the lead its report of
+    # the round's mean (as large) besides
+    vector = 4 * (ps["final"].numel() + ps["buffers"].numel() + 1)
+    ps_by_client = {r["client"]: r for r in ps["clients"]}
+    by_client = {r["client"]: r for r in ring["clients"]}
+    for c in (1, 2, 3):
+        assert ROUNDS * 1.5 * vector < by_client[c]["bytes_up"] < ROUNDS * 1.5 * vector * 1.01, by_client[c]
+    reports = (by_client[0]["bytes_up"] - by_client[1]["bytes_up"]) / vector  # a report in flight at the end
+    assert ROUNDS - 0.01 < reports < ROUNDS + 1.01, reports                   # (the 21st round's) may count too
+    for c in range(4):  # θ once (the first round), then instructions of metadata only
+        assert ps_by_client[c]["bytes_down"] > ROUNDS * vector and vector < by_client[c]["bytes_down"] < 1.1 * vector
+    assert ring["metrics"]["bytes_up"] == pytest.approx(sum(r["bytes_up"] for r in ring["clients"]), rel=0.01)
+
+
+def test_the_simulator_charges_the_ring_over_the_clients_links(tmp_path, monkeypatch):
+    """Same model as the parameter server in the simulator too; with the coordinator's link at 10 Mbit/s
+    the parameter server's rounds carry 4 × θ through it each way, the ring's only the lead's report
+    (≈ 0.6 s of 3 s a round)."""
+    runs = run_both(tmp_path, ALGORITHMS[0], monkeypatch, runtime="sim", coordinator_link={"rate_mbps": 10})
+    ps, ring = runs["ps"]["metrics"], runs["allreduce"]["metrics"]
+    assert ring["test_loss"] == pytest.approx(ps["test_loss"], abs=1e-4)
+    vector = sum(r["bytes_up"] for r in runs["ps"]["clients"]) / 4 / ROUNDS  # ≈ one update's wire size
+    assert ps["time_s"] > ROUNDS * 4 * vector * 8 / 10e6  # 4 updates in (4 models out overlap the next's)
+    assert ring["time_s"] < ps["time_s"] / 3
+    by_client = {r["client"]: r for r in runs["allreduce"]["clients"]}
+    assert by_client[3]["bytes_up"] == pytest.approx(ROUNDS * 1.5 * vector, rel=0.01)
+
+
+def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path):
+    data = scenario({"name": "ssgd", "lr": 0.05, "aggregation": "allreduce"})
+    data["stop"] = {"max_updates": 400, "time_budget_s": 25, "target_acc": None}
+    data["eval"] = {"every_s": 1, "test_size": 200}
+    data["faults"] = {"client_timeout_s": 3}
+    path = tmp_path / "ring.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "run"
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "edgesync.cli", "run", str(path), "--out", str(out), "-q"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics = out / "metrics.jsonl"
+        deadline = time.monotonic() + 90
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert metrics.exists(), "training never started"
+        victim = next(c for c in psutil.Process(proc.pid).children()
+                      if "--rank" in c.cmdline() and c.cmdline()[-1] == "2")
+        victim.send_signal(signal.SIGKILL)
+        killed_at = json.loads(metrics.read_text().splitlines()[-1])
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-3000:]
+    rows = read_jsonl(metrics)
+    assert rows[-1]["updates"] > killed_at["updates"] + 10  # the ring goes on with three
+    restarts = [r for r in read_jsonl(out / "updates.jsonl") if r.get("ring_restarted")]
+    assert [r["lost"] for r in restarts] == [2], restarts
+    clients = {r["client"]: r for r in read_jsonl(out / "clients.jsonl")}
+    assert clients[2]["lost"] == 1 and all(clients[c]["steps"] > clients[2]["steps"] for c in (0, 1, 3))
+    assert torch.isfinite(torch.tensor(rows[-1]["test_loss"]))
