@@ -22,6 +22,7 @@ WRITERS = {
     "tuned": "benchmarks/tuned_comparison.py --write-docs",
     "trace_fidelity": "benchmarks/trace_fidelity.py --write-docs",
     "eq3": "benchmarks/eq3_sharding.py --write-docs",
+    "allreduce": "benchmarks/allreduce_rounds.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

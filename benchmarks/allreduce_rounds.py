@@ -1,0 +1,120 @@
+"""Parameter server vs ring all-reduce (esync.txt §3's two forms of GLOBAL-SUM-UPDATES): round time and
+bytes per client, SSGD and ESync, 4 clients.
+
+    .venv/bin/python benchmarks/allreduce_rounds.py [--runtime sim|live] [--seeds 0-2] [--write-docs]
+
+Method (fixed before the first result was seen): scenarios/allreduce_rounds.yaml as it is — SSGD
+(momentum 0.9) and ESync, each with `aggregation: ps` and `aggregation: allreduce`, 4 ×1 clients, 20
+rounds — under three link settings: none limited; every client's link at 40 Mbit/s each way; the
+coordinator's own link at 40 Mbit/s each way (`coordinator_link`). Seeds 0–2, in the simulator and live
+(real processes, gloo over 127.0.0.1, the links paced by the transport and the ring's time by the same
+model the simulator charges). Round time is the run's duration over its rounds (summary.json); bytes
+per client per round are the algorithm's bytes up (what clients sent: updates, ring traffic, reports)
+and down (what the coordinator sent) over 4 clients and 20 rounds. The all-reduce ÷ parameter-server
+ratio of round times is taken within a seed, then averaged with a 95% Student-t interval: all-reduce
+is faster where the interval lies below 1, slower where above.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIO = "scenarios/allreduce_rounds.yaml"
+CLIENTS = 4
+SETTINGS = {"no limit": [],
+            "clients' links 40 Mbit/s": ["--set", "links.rate_mbps=40"],
+            "coordinator's link 40 Mbit/s": ["--set", "coordinator_link.rate_mbps=40"]}
+ALGORITHMS = ("ssgd", "esync")
+
+
+def run(setting: str, runtime: str, seeds: str, out: Path) -> float:
+    cmd = [sys.executable, "-m", "edgesync.cli", "run", SCENARIO, "--seeds", seeds, "--set", f"runtime={runtime}",
+           *SETTINGS[setting], "--out", str(out), "--overwrite", "-q"]
+    print(f"  {setting}: {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{setting} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
+    wall = time.perf_counter() - t0
+    print(f"    {wall / 60:.1f} min", file=sys.stderr, flush=True)
+    return wall
+
+
+def rows_of(setting: str, out: Path) -> list[str]:
+    from edgesync.metrics.seeds import by_seed, interval
+
+    per_seed = by_seed(json.loads((out / "summary.json").read_text()))
+    seeds = sorted(per_seed)
+
+    def iv(values: list[float], digits: int = 2) -> str:
+        i = interval(values)
+        return f"{i.mean:.{digits}f} ± {i.half_width:.{digits}f}" if i.half_width is not None else f"{i.mean:.{digits}f}"
+
+    def per_round(row: dict, key: str) -> float:
+        return row[key] / CLIENTS / row["updates"] / 1e6
+
+    rows = []
+    for algorithm in ALGORITHMS:
+        runs = {form: [per_seed[s][f"{algorithm}-{form}"] for s in seeds] for form in ("ps", "allreduce")}
+        ratio = interval([r["duration_s"] / p["duration_s"] for p, r in zip(runs["ps"], runs["allreduce"])])
+        verdict = ("all-reduce faster" if ratio.high is not None and ratio.high < 1 else
+                   "all-reduce slower" if ratio.low is not None and ratio.low > 1 else "no difference")
+        for form in ("ps", "allreduce"):
+            r = runs[form]
+            cells = [setting, algorithm, form, iv([x["duration_s"] / x["updates"] for x in r], 3),
+                     iv([per_round(x, "bytes_up") for x in r]), iv([per_round(x, "bytes_down") for x in r], 3),
+                     iv([x["final_acc"] for x in r], 3)]
+            if form == "allreduce":
+                cells.append(f"{ratio.mean:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]: {verdict}")
+            else:
+                cells.append("")
+            rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0-2")
+    ap.add_argument("--runtime", choices=("sim", "live"), default="sim")
+    ap.add_argument("--runs", default=None, help="parent of the run folders (default runs/allreduce-RUNTIME)")
+    ap.add_argument("--from-runs", action="store_true", help="re-read finished run folders")
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from edgesync.reproduce import machine
+
+    parent = ROOT / (args.runs or f"runs/allreduce-{args.runtime}")
+    parent.mkdir(parents=True, exist_ok=True)
+    record = parent / "walls.json"
+    walls = json.loads(record.read_text()) if record.exists() else {}
+    rows = []
+    for i, setting in enumerate(SETTINGS):
+        out = parent / f"setting-{i}"
+        if not args.from_runs:
+            walls[setting] = run(setting, args.runtime, args.seeds, out)
+            record.write_text(json.dumps(walls))
+        rows += rows_of(setting, out)
+    minutes = sum(walls.get(s, 0.0) for s in SETTINGS) / 60
+    clock = "virtual seconds" if args.runtime == "sim" else "seconds of wall clock"
+    head = (f"_Written by `benchmarks/allreduce_rounds.py --runtime {args.runtime} --seeds {args.seeds} "
+            f"--write-docs`, {minutes:.0f} min of runs, machine: {machine()}; round time in {clock}, MB per "
+            "client per round, mean ± half-width of the 95% t-interval over the seeds._")
+    table = ["| links | algorithm | aggregation | round time (s) | MB up / client / round | "
+             "MB down / client / round | final accuracy | all-reduce ÷ PS round time [95% CI] |",
+             "|---|---|---|---:|---:|---:|---:|---|", *rows]
+    text = "\n".join([head, "", *table])
+    print(text)
+    if args.write_docs:
+        from edgesync.docs_block import replace_block
+        key = f"rounds_{args.runtime}"
+        replace_block(ROOT / "docs/results.md", f"<!-- allreduce:{key}:begin -->", f"<!-- allreduce:{key}:end -->",
+                      text)
+
+
+if __name__ == "__main__":
+    main()
