@@ -254,6 +254,10 @@ class ClientAlgorithm(ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         return None
 
+    def follow_ups(self) -> list[Update]:
+        """Messages to send after the update, in order (all-reduce's lead: the round's mean). Default: none."""
+        return []
+
 
 @dataclass(frozen=True)
 class AlgorithmSpec:

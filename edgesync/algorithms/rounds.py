@@ -19,15 +19,17 @@ before anyone reported is drawn again among those still online. Each round's dra
 
 All-reduce (`aggregation: allreduce`, esync.txt §3's MPI Allreduce form of GLOBAL-SUM-UPDATES): the
 round's participants sum their weighted updates among themselves over torch.distributed
-(runtime/ring_client.py) and each applies the round's `apply(mean)` to its own replica of this half;
-what reaches the server is a report (`meta["ring"]`: the client's weight) and, from the lowest-ranked
-participant only, the round's mean, which the server applies exactly as the replicas did — so the
-server keeps the model (evaluation, checkpoints, resume) and its θ equals every replica's bit for bit.
-An instruction says `ring.current` when the client's replica already holds this round's θ: the live
-transport then leaves the tensors out (ring_host.py). A participant lost before it reported leaves the
-ring unable to finish: the round is started again among the others, with θ sent to everyone. A
-full update (no `ring` in its meta: the simulator's, which models the ring's time instead) is summed
-as in the parameter-server form.
+(runtime/ring_client.py) and each applies the round's `apply(mean)` to its own replica of this half.
+What reaches the server is a report from each (`meta["ring"]`), then, from the round's lead (its
+lowest-ranked participant), the round's mean (`ring.mean_of`), which the server applies exactly as
+the replicas did: it keeps the model (evaluation, checkpoints, resume) and its θ equals every replica's
+bit for bit. The round closes on the reports: the next one starts at once when every participant's
+replica holds θ (`ring.current`: the live transport leaves the tensors out, ring_host.py), so the
+mean's upload overlaps the next round's compute; a round with a client that needs θ waits for the mean.
+`updates` counts the means applied. A participant lost before it reported leaves the ring unable to
+finish, and a lead lost before its mean arrived leaves the server behind its replicas: either way the
+round starts again, with θ sent to everyone. A full update (no `ring` in its meta: the simulator's,
+which models the ring's time instead, sim_ring.py) is summed as in the parameter-server form.
 """
 from __future__ import annotations
 
@@ -67,6 +69,8 @@ class RoundServer(ServerAlgorithm):
         self.ring_group = 0  # all-reduce: the process group of the round's participants (a new one per draw)
         self.ring_members: list[int] = []
         self.current: set[int] = set()  # all-reduce: clients whose replica holds this round's θ
+        self.awaiting: dict | None = None  # all-reduce: the closed round whose mean is on its way (round, lead, lr)
+        self.held: bool = False  # all-reduce: this round's instructions wait for that mean (θ to send)
         self._reset()
 
     @property
@@ -74,8 +78,11 @@ class RoundServer(ServerAlgorithm):
         return getattr(self.config, "aggregation", "ps") == "allreduce"
 
     def load_state_dict(self, state: dict) -> None:
-        state = {"ring_group": 0, "ring_members": [], **state, "current": set()}  # resumed clients hold no replica
-        super().load_state_dict(state)
+        defaults = {"ring_group": 0, "ring_members": [], "awaiting": None, "held": False}
+        super().load_state_dict({**defaults, **state, "current": set()})  # resumed clients hold no replica
+        if self.awaiting is not None:  # saved before the mean came: that round again
+            self.round, self.awaiting, self.held = self.awaiting["round"], None, False
+            self._reset()
 
     def _reset(self) -> None:
         self.reported: set[int] = set()
@@ -83,7 +90,7 @@ class RoundServer(ServerAlgorithm):
         self.weight_sum = 0.0
         self.update_sum: torch.Tensor | None = None
         self.buffer_sum: torch.Tensor | None = None
-        self.ring_mean: dict[str, torch.Tensor] | None = None  # all-reduce: the round's mean, from its lead
+        self.early_mean: dict[str, torch.Tensor] | None = None  # all-reduce: the lead's mean, before the others' reports
 
     # -- hooks -----------------------------------------------------------------------------------
     @abstractmethod
@@ -111,15 +118,16 @@ class RoundServer(ServerAlgorithm):
         return self.broadcast()
 
     def on_update(self, client: int, update: Update) -> list[Send]:
+        ring = update.meta.get("ring") if self.all_reduce else None
+        if isinstance(ring, dict) and "mean_of" in ring:
+            return self._take_mean(client, ring["mean_of"], update.tensors)
         if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
             return []  # a late update from an earlier round or a dropped client: not part of this round
         self.warmup.observe(client, update.meta)
         self.reported.add(client)
         self.reported_at[client] = round(self.now(), 6)
         self.participation[client] = self.participation.get(client, 0) + 1
-        if "ring" in update.meta and self.all_reduce:  # all-reduce: the clients summed; the lead's report carries the mean
-            if "mean" in update.tensors:
-                self.ring_mean = dict(update.tensors)
+        if ring is not None:  # all-reduce: the clients summed; the lead's mean follows its report
             return self._close_round_if_complete()
         w = self.weight(update)
         self.weight_sum += w
@@ -130,6 +138,9 @@ class RoundServer(ServerAlgorithm):
 
     def on_client_lost(self, client: int) -> list[Send]:
         self.current.discard(client)
+        if self.awaiting is not None and client == self.awaiting["lead"]:  # its replicas are ahead of the server
+            self.round, self.awaiting, self.held = self.awaiting["round"], None, False
+            return self._restart_ring(client)
         if self.all_reduce and client in self.clients and client not in self.reported:
             return self._restart_ring(client)
         if client in self.online:
@@ -163,6 +174,25 @@ class RoundServer(ServerAlgorithm):
         self.clients = []
         return []
 
+    def _take_mean(self, client: int, of: int, tensors: dict[str, torch.Tensor]) -> list[Send]:
+        """All-reduce: the lead's mean of round `of`, applied as its replicas applied it (that round's η).
+        One that comes before the round has closed (the lead is quicker than another's report) waits."""
+        if of == self.round and self.ring_members[:1] == [client]:
+            self.early_mean = tensors
+            return []
+        if self.awaiting is None or of != self.awaiting["round"] or client != self.awaiting["lead"]:
+            return []  # a mean of a round started again
+        now_lr, self.round_lr = self.round_lr, self.awaiting["lr"]
+        self.apply(tensors["mean"])
+        self.round_lr = now_lr
+        if "buffers" in tensors:
+            self.buffers = tensors["buffers"]
+        self.updates += 1
+        self.awaiting = None
+        sends = [self._instruction(c) for c in self.clients] if self.held else []
+        self.held = False
+        return sends + self._close_round_if_complete()  # this round's reports may all be in already
+
     def include(self, client: int) -> None:
         """Make `client` one of the round's clients (ESync adds its State Server record)."""
         self.clients = sorted({*self.clients, client})
@@ -173,31 +203,27 @@ class RoundServer(ServerAlgorithm):
                 return []
             self.attempt += 1  # every participant left before reporting: draw again among the online
             return self.broadcast()
-        if not self.reported.issuperset(self.clients):
-            return []
-        if self.ring_mean is None and self.update_sum is None:  # all-reduce whose lead was lost after the sum
-            self.attempt += 1
-            self.current = set()
-            self._reset()
-            return self.broadcast()
+        if not self.reported.issuperset(self.clients) or self.awaiting is not None:
+            return []  # (all-reduce: the previous round's mean first)
         if self._logs_rounds():
             self.log_update(-1, round=self.round, contributors=sorted(self.reported),
                             reported_s=[self.reported_at[c] for c in sorted(self.reported)])
-        if self.ring_mean is not None:  # the same tensors every replica applied
-            self.apply(self.ring_mean["mean"])
-            if "buffers" in self.ring_mean:
-                self.buffers = self.ring_mean["buffers"]
-            self.current = set(self.reported)
+        early = self.early_mean
+        if self.update_sum is None:  # all-reduce reports: the replicas hold θ_{t+1}; the lead's mean follows
+            self.awaiting = {"round": self.round, "lead": self.ring_members[0], "lr": self.round_lr}
         else:
             self.apply(self.update_sum / self.weight_sum)
             if self.buffer_sum is not None:
                 self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
-            self.current = set(self.reported) if self.all_reduce else set()
-        self.updates += 1
+            self.updates += 1
+        self.current = set(self.reported) if self.all_reduce else set()
         self.round += 1
         self.attempt = 0
         self._reset()
-        return self.broadcast()
+        sends = self.broadcast()
+        if self.awaiting is not None and early is not None:
+            sends += self._take_mean(self.awaiting["lead"], self.awaiting["round"], early)
+        return sends
 
     def broadcast(self) -> list[Send]:
         """Start the round: draw its participants among the online clients and send them θ."""
@@ -213,6 +239,9 @@ class RoundServer(ServerAlgorithm):
             self.ring_members = list(self.clients)
         if self._logs_rounds():
             self.log_update(-1, round=self.round, participants=list(self.clients), online=len(self.online))
+        if self.awaiting is not None and not self.current.issuperset(self.clients):
+            self.held = True  # a participant needs θ, which the lead's mean brings
+            return []
         return [self._instruction(c) for c in self.clients]
 
     def _logs_rounds(self) -> bool:

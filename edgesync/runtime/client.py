@@ -384,6 +384,8 @@ class EdgeClient:
                          else (update.meta, update.tensors))
         sock.send(protocol.update(meta, tensors))
         s.clock.update_sent(time.perf_counter())
+        for extra in s.algorithm.follow_ups():  # all-reduce: the lead's mean, after every report
+            sock.send(protocol.update(extra.meta, extra.tensors))
 
     def _stats(self) -> dict:
         s = self.session

@@ -4,8 +4,9 @@
 the coordinator left θ out (`ring.current`), runs the client half, then sums [w·update, w·buffers, w]
 with the round's other participants over torch.distributed — gloo on CPU, NCCL on a GPU, a process
 group per draw of participants, rendezvous at the coordinator's TCPStore (ring_host.py) — and applies
-the mean to the replica, as the server does. What it sends back is a report: its weight and the
-all-reduce bytes, plus, from the lowest-ranked participant, the mean itself for the server to apply.
+the mean to the replica, as the server does. What it sends back is a report (its weight and the
+all-reduce bytes); the lowest-ranked participant then sends the mean itself, for the server to apply
+(`follow_ups`: after the report, so that the round can close on the reports while the mean travels).
 
 A process group's members must all be there before any can go on, and the slowest is still
 computing: the group is built on a thread as soon as the instruction arrives, and the client waits for
@@ -64,6 +65,7 @@ class RingHalf(ClientAlgorithm):
         self.group: tuple[int, object] | None = None  # (group id, process group), built on a thread
         self._building: threading.Thread | None = None
         self._built: dict = {}
+        self._mean: Update | None = None  # the lead's mean, sent after its report
 
     # -- what the runtime sees of a client half ------------------------------------------------------
     @property
@@ -73,6 +75,10 @@ class RingHalf(ClientAlgorithm):
     @ctx.setter
     def ctx(self, value) -> None:
         self.inner.ctx = value
+
+    def follow_ups(self) -> list[Update]:
+        mean, self._mean = self._mean, None
+        return [mean] if mean is not None else []
 
     def state_dict(self) -> dict:
         return self.inner.state_dict()
@@ -134,8 +140,9 @@ class RingHalf(ClientAlgorithm):
         self.version = version + 1
         self._emulate_links(float(ring.get("ring_s", 0.0)))
         sent = ring_bytes(flat.numel(), flat.element_size(), len(members))
-        meta = {**update.meta, "ring": {"weight": w, "bytes": sent, "group": int(ring["group"])}}
-        return Update(tensors=tensors if self.rank == members[0] else {}, meta=meta)
+        if self.rank == members[0]:  # no version: it is not a report of the round the server may be in
+            self._mean = Update(tensors=tensors, meta={"ring": {"mean_of": version}})
+        return Update(tensors={}, meta={**update.meta, "ring": {"weight": w, "bytes": sent, "group": int(ring["group"])}})
 
     def _start_group(self, group: int, members: list[int]) -> None:
         """Build the round's process group on a thread (it blocks until every member has come)."""

@@ -31,7 +31,7 @@ class ServerEvent(Protocol):
     """An event for the coordinator (the engine's `Event`): an update or a query from a client."""
 
     time: float
-    kind: str  # to_server | query | presence
+    kind: str  # to_server | query | presence | ring_mean
     client: int
     message: Any  # the Update; a query's (meta, blocking)
     size: int
@@ -92,7 +92,8 @@ class VirtualCoordinator:
     def _handle(self, event: ServerEvent, arrivals: tuple[float, ...], shares: tuple[float, ...] | None,
                 start: float) -> None:
         self.engine.now = start  # the server half's clock (ESync's State Server stamps queries with it)
-        handle = {"to_server": self._update, "query": self._query, "presence": self._presence}[event.kind]
+        handle = {"to_server": self._update, "query": self._query, "presence": self._presence,
+                  "ring_mean": self._ring_mean}[event.kind]
         handle(event, arrivals, start)
 
     def _update(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
@@ -112,6 +113,14 @@ class VirtualCoordinator:
             encode_s = None
         engine.account.log_updates(self.server.drain_update_log(), start)
         self.send(self.shards.serve(arrivals, busy), sends, encode_s)
+
+    def _ring_mean(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
+        """All-reduce: the lead's mean crossed its link and the coordinator's (sim_ring.py); the server half
+        took the round's updates whole, so only its bytes and its time on the links count."""
+        c = self.engine.clients[event.client]
+        c.bytes_up += event.size
+        self.engine.account.bytes_up += event.size
+        self.send(self.shards.serve(arrivals, self.charges.update_collect), [])
 
     def _presence(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
         """A device went offline (`lost`) or came back (`joined`): the server half hears it in turn, as the

@@ -6,8 +6,11 @@ form: the same mean to float precision); what is modelled is the ring's time and
 - a participant's update waits until the round's last participant has finished computing, then the ring
   takes `ring_seconds` over the participants' links (2(N−1) steps of a 1/N chunk each, ring_host.py);
 - each participant sends (and receives) 2(N−1)/N of the vector [w·update, w·buffers, w], counted in its
-  bytes up and the algorithm's; its report then crosses its uplink: the metadata only, or, from the
-  lowest-ranked participant, the round's mean;
+  bytes up and the algorithm's; its report (metadata) then crosses its uplink, and the lowest-ranked
+  participant's mean follows it over its uplink and the coordinator's (a `ring_mean` event);
+- the round closes on the reports, as live, but not before the previous round's mean has arrived; and
+  where the next round draws a client without a replica (sampling, a client back) it waits for the
+  mean — here, the lead's update arrives with its mean;
 - an instruction to a client whose replica holds the round's θ is charged its metadata only.
 
 An update computed for an earlier process group (the round was started again because a participant
@@ -34,6 +37,7 @@ class SimRing:
         self.held: dict[int, tuple[Any, Update, float, int | None]] = {}  # this group's finished participants
         self.group: int | None = None
         self.vector_bytes = 0
+        self.mean_due = 0.0  # when the last round's mean reaches the coordinator
 
     def started(self, rank: int, instruction: Instruction) -> None:
         """A client starts an instruction: which group and round it computes for."""
@@ -63,6 +67,9 @@ class SimRing:
         links = [(engine.clients[m].up.link, engine.clients[m].down.link) for m in members]
         end = start + ring_seconds(links, self.vector_bytes, start)
         sent = ring_bytes(self.vector_bytes // 4, 4, len(members))
+        server = self.server
+        waits = getattr(server.config, "samples_clients", False) or not set(server.online) <= set(members)
+        previous_mean, arrivals = self.mean_due, {}
         for rank in members:
             c, update, _, seq = self.held[rank]
             c.bytes_up += sent
@@ -70,8 +77,17 @@ class SimRing:
             c.free_at = end
             c.times.update_sent(end)
             meta = {**update.meta, "ring": {"bytes": sent, "group": ring["group"]}}
-            size = protocol.update(meta, self._report(update) if rank == members[0] else {}).wire_size()
-            engine.push(c.up.arrival(end, size), "to_server", c.rank, update, size, c.epoch, seq)
+            size = protocol.update(meta, {}).wire_size()
+            arrivals[rank] = (c, update, seq, size, max(c.up.arrival(end, size), previous_mean))
+        lead, *_ = members
+        c, update, seq, size, at = arrivals[lead]
+        mean = protocol.update({"ring": {"mean_of": 0}}, self._report(update)).wire_size()
+        self.mean_due = c.up.arrival(end, mean)  # after its report, on the same uplink
+        engine.push(self.mean_due, "ring_mean", lead, None, mean, c.epoch)
+        if waits:
+            arrivals[lead] = (c, update, seq, size, self.mean_due)
+        for c, update, seq, size, at in arrivals.values():
+            engine.push(at, "to_server", c.rank, update, size, c.epoch, seq)
         self.held = {}
 
     def _report(self, update: Update) -> dict[str, torch.Tensor]:

@@ -195,6 +195,7 @@ class Simulator(QueryingClients):
             config.key), self.initial, self.samples, shards)
         self.handlers = {"to_client": self._deliver_to_client, "to_server": self._to_server,
                          "query": self._to_server, "server_free": coordinator.wake, "presence": coordinator.arrive,
+                         "ring_mean": self._to_server,
                          "reply": self._reply_at_client, "resume": self._resume, "availability": self._availability}
         for c in clients:
             if not c.schedule.always:
