@@ -72,7 +72,7 @@ class Coordinator:
         if health_check is not None:
             self.health_check = health_check
         self.phases = Phases(self.members, self.progress)
-        self.ring = self.phases.ring = RingHost(bind, scenario.client_links, lambda: time.perf_counter() - self._started)
+        self.ring = self.phases.ring = RingHost(bind, scenario, lambda: time.perf_counter() - self._started)
         self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
         self.shards, self.shard_addresses = NoShards(), []  # follower shards' addresses: set by the launcher
         self.shard_keys = keys.as_client() if keys is not None else None  # the lead's, to its followers

@@ -55,8 +55,9 @@ class RingHalf(ClientAlgorithm):
         self.host = urlsplit(connect).hostname or "127.0.0.1"
         self.port, self.prefix = int(ring["port"]), str(ring["prefix"])
         self.timeout_s = float(ring["timeout_s"])
-        self.device = inner.trainer.device
-        self.backend = "nccl" if self.device.type == "cuda" and dist.is_nccl_available() else "gloo"
+        # NCCL when the coordinator says every participant trains on a GPU (ring_host.py), else gloo on CPU
+        self.backend = ring.get("backend", "gloo")
+        self.device = inner.trainer.device if self.backend == "nccl" else torch.device("cpu")
         spec = algorithms.get(setup["algorithm"]["name"])
         self.server_class = spec.server
         self.replica = None  # the server half's replica: θ, buffers and what `apply` keeps (SSGD's velocity)

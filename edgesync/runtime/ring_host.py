@@ -43,11 +43,15 @@ def ring_vector_bytes(instruction: Instruction) -> int:
 class RingHost:
     """`bind`: the coordinator's ZeroMQ address; its host is where the store listens."""
 
-    def __init__(self, bind: str, client_links, clock=lambda: 0.0):
-        """`client_links`: rank → its (up, down) Link; `clock`: the algorithm's time (links may follow traces)."""
+    def __init__(self, bind: str, scenario, clock=lambda: 0.0):
+        """`scenario` gives the clients' links and devices: NCCL when every client trains on a GPU, else gloo
+        (a ring has one backend; gloo takes CPU tensors from every participant); `clock`: the algorithm's
+        time (links may follow traces)."""
+        devices = [c.device for c in scenario.clients]
+        self.backend = "nccl" if devices and all(d.startswith("cuda") for d in devices) else "gloo"
         host = bind.split("://", 1)[-1].rsplit(":", 1)[0]
         self.host = "0.0.0.0" if host in ("*", "") or not bind.startswith("tcp") else host
-        self.client_links = client_links
+        self.client_links = scenario.client_links
         self.clock = clock
         self.store = None
         self.run_id = uuid.uuid4().hex[:8]  # keeps this run's groups apart from a resumed one's on a reused port
@@ -60,7 +64,8 @@ class RingHost:
             import torch.distributed as dist
             self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                        timeout=datetime.timedelta(seconds=RING_TIMEOUT_S))
-        return {"port": self.store.port, "prefix": f"{self.run_id}/{config.key}", "timeout_s": RING_TIMEOUT_S}
+        return {"port": self.store.port, "prefix": f"{self.run_id}/{config.key}", "timeout_s": RING_TIMEOUT_S,
+                "backend": self.backend}
 
     def wire(self, instruction: Instruction) -> tuple[dict, dict]:
         """An instruction's (meta, tensors) as they travel: the round's ring time added, θ left out where
