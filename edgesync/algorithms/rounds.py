@@ -53,6 +53,9 @@ class RoundConfig(ParticipationConfig):
     aggregation: Literal["ps", "allreduce"] = Field(
         "ps", description="ps: the coordinator sums the updates; allreduce: the clients do, over "
                           "torch.distributed (gloo on CPU, NCCL on GPUs)")
+    allreduce_backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="allreduce: the ring's backend; auto = NCCL when every client has a GPU of its "
+                            "own in the scenario (distinct cuda devices), else gloo")
 
 
 class RoundServer(ServerAlgorithm):

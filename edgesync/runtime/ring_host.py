@@ -34,6 +34,16 @@ def ring_seconds(links: list[tuple[Link, Link]], nbytes: int, t: float = 0.0) ->
     return 2 * (n - 1) * max(hops)
 
 
+def ring_backend(asked: str, devices: list[str]) -> str:
+    """One backend per ring. `auto`: NCCL when every client has a GPU of its own (NCCL refuses two ranks on
+    one GPU), else gloo, which sums CPU tensors (a GPU client copies its update over). A lab whose clients
+    each name cuda:0 on machines of their own says `allreduce_backend: nccl`."""
+    if asked != "auto":
+        return asked
+    own_gpus = all(d.startswith("cuda") for d in devices) and len(set(devices)) == len(devices)
+    return "nccl" if devices and own_gpus else "gloo"
+
+
 def ring_vector_bytes(instruction: Instruction) -> int:
     """The bytes each participant all-reduces: [w·update, w·buffers, w] in float32."""
     params, buffers = instruction.tensors["params"], instruction.tensors.get("buffers")
@@ -44,11 +54,9 @@ class RingHost:
     """`bind`: the coordinator's ZeroMQ address; its host is where the store listens."""
 
     def __init__(self, bind: str, scenario, clock=lambda: 0.0):
-        """`scenario` gives the clients' links and devices: NCCL when every client trains on a GPU, else gloo
-        (a ring has one backend; gloo takes CPU tensors from every participant); `clock`: the algorithm's
-        time (links may follow traces)."""
-        devices = [c.device for c in scenario.clients]
-        self.backend = "nccl" if devices and all(d.startswith("cuda") for d in devices) else "gloo"
+        """`scenario` gives the clients' links and devices; `clock`: the algorithm's time (links may follow
+        traces)."""
+        self.devices = [c.device for c in scenario.clients]
         host = bind.split("://", 1)[-1].rsplit(":", 1)[0]
         self.host = "0.0.0.0" if host in ("*", "") or not bind.startswith("tcp") else host
         self.client_links = scenario.client_links
@@ -65,7 +73,7 @@ class RingHost:
             self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                        timeout=datetime.timedelta(seconds=RING_TIMEOUT_S))
         return {"port": self.store.port, "prefix": f"{self.run_id}/{config.key}", "timeout_s": RING_TIMEOUT_S,
-                "backend": self.backend}
+                "backend": ring_backend(config.allreduce_backend, self.devices)}
 
     def wire(self, instruction: Instruction) -> tuple[dict, dict]:
         """An instruction's (meta, tensors) as they travel: the round's ring time added, θ left out where

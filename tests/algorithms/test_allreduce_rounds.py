@@ -214,3 +214,12 @@ def test_what_all_reduce_cannot_run_with_is_refused_by_name():
         scenario_from_dict({**_scenario(), "algorithms": [{"name": "asgd", "aggregation": "allreduce"}]})
     with pytest.raises(ScenarioError, match="aggregation"):
         scenario_from_dict({**_scenario(), "algorithms": [{"name": "ssgd", "aggregation": "ring"}]})
+
+
+def test_the_rings_backend():
+    from edgesync.runtime.ring_host import ring_backend
+    assert ring_backend("auto", ["cpu", "cpu"]) == "gloo"
+    assert ring_backend("auto", ["cuda:0", "cuda:1"]) == "nccl"
+    assert ring_backend("auto", ["cuda:0", "cuda:0"]) == "gloo"  # NCCL refuses two ranks on one GPU
+    assert ring_backend("auto", ["cuda:0", "cpu"]) == "gloo"
+    assert ring_backend("nccl", ["cuda:0", "cuda:0"]) == "nccl"  # a lab: one client per machine, each its cuda:0

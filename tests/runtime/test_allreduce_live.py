@@ -133,3 +133,25 @@ def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path):
     clients = {r["client"]: r for r in read_jsonl(out / "clients.jsonl")}
     assert clients[2]["lost"] == 1 and all(clients[c]["steps"] > clients[2]["steps"] for c in (0, 1, 3))
     assert torch.isfinite(torch.tensor(rows[-1]["test_loss"]))
+
+
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.skipif(GPUS < 1, reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
+@pytest.mark.parametrize("devices", [["cuda:0", "cuda:0"], ["cuda:0", "cuda:1"]], ids=["gloo-one-gpu", "nccl"])
+def test_all_reduce_on_gpus_ends_on_the_parameter_servers_model(tmp_path, monkeypatch, devices):
+    """Two clients on one GPU sum over gloo (NCCL refuses two ranks on one GPU); on two GPUs, over NCCL."""
+    if len(set(devices)) > GPUS:
+        pytest.skip(f"needs {len(set(devices))} CUDA GPUs, this machine has {GPUS}")
+    clients = [{"profile": "x1", "device": d} for d in devices]
+    monkeypatch.setattr(sys.modules[__name__], "scenario",
+                        lambda algorithm, runtime="live", **extra: {
+                            "name": "allreduce-gpu", "runtime": runtime, "seed": 4, "dataset": {"train_size": 1200},
+                            "clients": clients, "algorithms": [algorithm],
+                            "stop": {"max_updates": ROUNDS, "time_budget_s": 600, "target_acc": None},
+                            "eval": {"every_s": 1000, "test_size": 500}})
+    runs = run_both(tmp_path, ALGORITHMS[0], monkeypatch)
+    ps, ring = runs["ps"], runs["allreduce"]
+    assert ring["metrics"]["updates"] == ROUNDS and all(r["device"] in devices for r in ring["clients"])
+    assert (ps["final"] - ring["final"]).norm() / ps["final"].norm() < 1e-4
