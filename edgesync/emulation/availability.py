@@ -77,6 +77,24 @@ class ExponentialAvailability(BaseModel):
 Availability = TraceAvailability | ExponentialAvailability
 
 
+def online_at_most(specs: list[Availability | None], sigmas: float = 3.0) -> int:
+    """How many of these devices may be online at once, for planning the shared base step
+    (emulation/device_model.py): every always-on device, every traced one (taken as online: a trace
+    is exact but short-lived peaks are what count), and of the exponential ones, started at random, the
+    mean online count plus `sigmas` standard deviations (independent on/off processes: a binomial count;
+    3 sigma is exceeded about one moment in a thousand). One started online counts as online."""
+    certain, mean, variance = 0, 0.0, 0.0
+    for spec in specs:
+        if isinstance(spec, ExponentialAvailability) and spec.start == "random":
+            p = spec.mean_on_s / (spec.mean_on_s + spec.mean_off_s)
+            mean += p
+            variance += p * (1 - p)
+        else:
+            certain += 1
+    random_ones = len(specs) - certain
+    return certain + min(random_ones, math.ceil(mean + sigmas * math.sqrt(variance)))
+
+
 def parse_availability(value: Any, context: dict | None = None) -> Availability | None:
     """A scenario's `availability:` value (a mapping with `kind`), or None for always online."""
     if value is None or isinstance(value, (TraceAvailability, ExponentialAvailability)):

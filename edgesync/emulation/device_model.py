@@ -39,6 +39,13 @@ sets the base. A ×1 and a ×4 slot alone in a process: 2 u, the ×1 slot's step
 isolation plan treats a turn as one process: pinned when the host has a core per turn, else capped at
 twice its slots' summed need, every slot of it carrying the same plan.
 
+**Fewer at once** (`at_most`): when no more than K clients can compute at once — a round that samples K
+clients (`clients_per_round`), or devices that come and go (availability: the online count's 3-sigma
+bound, emulation/availability.py) — the terms count the K clients that load a pool most: the K largest
+u_i / f_i in the average, a turn's K slowest slots and at most K turns at once. With every client able to
+compute at once it is the rule above. (200 slots in 2 processes, FedAvg 20 per round: 20 u instead of
+200 u — the same ×1 device, ten times fewer base seconds.)
+
 The run's base is the slowest pool's, so a ×k client is ×k relative to every ×1 client wherever it runs.
 `fixed` mode takes the base from the scenario (an absolute device speed); `undisturbed` keeps each client
 at its own undisturbed step (right when every client has a core of its own).
@@ -85,6 +92,7 @@ class DevicePlan:
     cpu_share: dict[int, float] = field(default_factory=dict)    # rank → CPUs its quota allows
     clients_per_pool: dict[str, list[int]] = field(default_factory=dict)
     turns_per_pool: dict[str, int] = field(default_factory=dict)  # processes whose slots share a turn count once
+    at_most: int | None = None  # clients that can compute at once, when fewer than all (a round's sample, churn)
 
     def describe(self) -> str:
         if self.mode == "undisturbed":
@@ -95,7 +103,9 @@ class DevicePlan:
         parts = [f"{pool}: {len(ranks)} clients" + (f" in {self.turns_per_pool[pool]} processes"
                                                      if self.turns_per_pool.get(pool, len(ranks)) < len(ranks) else "")
                  for pool, ranks in sorted(self.clients_per_pool.items())]
-        return (f"shared base step {self.base_s * 1e3:.2f} ms (set by {slowest}; {', '.join(parts)})")
+        clients = sum(len(r) for r in self.clients_per_pool.values())
+        fewer = f"; at most {self.at_most} computing at once" if self.at_most is not None and self.at_most < clients else ""
+        return f"shared base step {self.base_s * 1e3:.2f} ms (set by {slowest}; {', '.join(parts)}{fewer})"
 
 
 def turns(clients: list[PoolClient]) -> list[list[PoolClient]]:
@@ -117,19 +127,27 @@ def turn_at_once_s(members: list[PoolClient]) -> float:
     return max(need(m) for m in members)
 
 
-def pool_base_s(clients: list[PoolClient], headroom: float) -> float:
+def pool_base_s(clients: list[PoolClient], headroom: float, at_most: int | None = None) -> float:
     """The base step one pool needs so that its clients' compute fits in `headroom` of its cores, on
-    average and when all of them compute at once."""
+    average and when all of them (at most `at_most` of them) compute at once."""
+    k = len(clients) if at_most is None else max(1, min(at_most, len(clients)))
     cores = min(c.cores for c in clients)  # the clients of a pool report the same cores; be conservative
     groups = turns(clients)
-    average = max(sum(c.busy for c in clients) / cores, max(sum(c.busy for c in t) for t in groups))
-    at_once = max(turn_at_once_s(t) for t in groups) * max(1.0, len(groups) / cores)
+
+    def heaviest(members: list[PoolClient], key) -> list[PoolClient]:
+        return sorted(members, key=key, reverse=True)[:k]
+
+    average = max(sum(c.busy for c in heaviest(clients, lambda c: c.busy)) / cores,
+                  max(sum(c.busy for c in heaviest(t, lambda c: c.busy)) for t in groups))
+    slowest = [heaviest(t, lambda c: c.undisturbed_s) for t in groups]
+    at_once = max(turn_at_once_s(t) for t in slowest) * max(1.0, min(len(groups), k) / cores)
     return max(average, at_once) / headroom
 
 
 def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: float = 0.7,
-                 base_step_s: float | None = None, isolation: str = "auto") -> DevicePlan:
-    """The base step for `mode` ("shared", "fixed", "undisturbed") and each client's isolation.
+                 base_step_s: float | None = None, isolation: str = "auto", at_most: int | None = None) -> DevicePlan:
+    """The base step for `mode` ("shared", "fixed", "undisturbed") and each client's isolation; `at_most`:
+    how many clients can compute at once (None: all).
 
     `isolation`: "auto" pins when a CPU pool has a core per client, else caps with a CPU share;
     "affinity" / "cgroup" ask for one of them; "none" leaves the OS scheduler alone.
@@ -137,7 +155,7 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
     pools: dict[str, list[PoolClient]] = {}
     for c in clients:
         pools.setdefault(c.pool, []).append(c)
-    needs = {name: pool_base_s(members, headroom) for name, members in pools.items()}
+    needs = {name: pool_base_s(members, headroom, at_most) for name, members in pools.items()}
     if mode == "fixed":
         if base_step_s is None:
             raise ValueError("emulation.mode fixed needs emulation.base_step_ms")
@@ -149,7 +167,7 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
     else:
         raise ValueError(f"unknown emulation mode {mode!r}: expected shared, fixed or undisturbed")
     plan = DevicePlan(base, mode, needs, clients_per_pool={n: sorted(c.rank for c in m) for n, m in pools.items()},
-                      turns_per_pool={n: len(turns(m)) for n, m in pools.items()})
+                      turns_per_pool={n: len(turns(m)) for n, m in pools.items()}, at_most=at_most)
     if isolation == "none":
         return plan
     for name, members in pools.items():

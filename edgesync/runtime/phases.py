@@ -13,7 +13,9 @@ import numpy as np
 import torch
 
 from edgesync.algorithms.base import AlgorithmConfig
+from edgesync.algorithms.participation import ParticipationConfig
 from edgesync.constants import POLL_INTERVAL_S, READY_TIMEOUT_S, STATS_TIMEOUT_S
+from edgesync.emulation.availability import online_at_most
 from edgesync.emulation.device_model import DevicePlan, PoolClient, plan_devices
 from edgesync.emulation.profiles import FactorSampler
 from edgesync.runtime.accounting import AlgorithmAccount
@@ -23,6 +25,17 @@ from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T, ProtocolError
 
 log = logging.getLogger("edgesync.coordinator")
+
+
+def computing_at_once(scenario, config: AlgorithmConfig | None) -> int:
+    """How many clients can compute at once in this algorithm: the devices online at once (availability),
+    and of those, for a round that samples, its K (the shared base step counts only these)."""
+    online = online_at_most([c.availability for c in scenario.clients])
+    if isinstance(config, ParticipationConfig) and config.samples_clients:
+        k = (config.clients_per_round if config.clients_per_round is not None
+             else max(1, round(config.client_fraction * online)))
+        return min(k, online)
+    return online
 
 
 class Phases:
@@ -53,6 +66,7 @@ class Phases:
         self.set_up_for[rank] = config.key
 
     def setup_all(self, config: AlgorithmConfig) -> None:
+        self.config = config  # the algorithm being set up: how many of its clients compute at once
         for rank in self.members.alive():
             self.send_setup(config, rank)
         self.progress.status(f"setting up {config.key}")
@@ -71,7 +85,8 @@ class Phases:
             if rank in replies:
                 self.note_calibrated(rank, replies[rank])
         self.plan = plan_devices(self._pool_clients(ranks), emu.resolved_mode, emu.headroom,
-                                 None if emu.base_step_ms is None else emu.base_step_ms / 1e3, emu.isolation)
+                                 None if emu.base_step_ms is None else emu.base_step_ms / 1e3, emu.isolation,
+                                 computing_at_once(self.scenario, getattr(self, "config", None)))
         log.info("emulation: %s", self.plan.describe())
         self.progress.status(f"emulation: {self.plan.describe()}")
         for rank in members.alive(ranks):

@@ -113,3 +113,44 @@ def test_a_process_of_slots_is_pinned_or_capped_as_a_whole():
     assert crowded.base_s == pytest.approx(3 * 8 * MS / 0.7) and crowded.core == {}
     # each process keeps 2 u / (3 u / 0.7) of a core busy: its slots share a quota of twice that, 0.9333
     assert crowded.cpu_share == pytest.approx({r: 0.9333 for r in range(6)})
+
+
+def test_only_the_clients_that_can_compute_at_once_count():
+    # 200 ×1 slots in 2 processes on 2 cores, u = 8 ms. All at once: average max(200 × 8 / 2, 100 × 8) = 800 ms,
+    # at once a turn's 100 slots, 800 ms × max(1, 2/2) → 800 / 0.8 = 1 s
+    lab = slots([1] * 100, "p0") + slots([1] * 100, "p1", first=100)
+    assert pool_base_s(lab, headroom=0.8) == pytest.approx(1.0)
+    # FedAvg 20 per round: average 20 × 8 / 2 = 80 ms, a turn 20 × 8 = 160 ms; at once the 20 in one turn,
+    # 160 ms × max(1, min(2, 20)/2) = 160 ms → 160 / 0.8 = 200 ms
+    assert pool_base_s(lab, headroom=0.8, at_most=20) == pytest.approx(0.2)
+    plan = plan_devices(lab, "shared", headroom=0.8, at_most=20)
+    assert plan.base_s == pytest.approx(0.2) and "at most 20 computing at once" in plan.describe()
+    # one client per process: a ×1 and three ×10 on 2 cores, at most 2 at once: the ×1 and a ×10 are the
+    # heaviest (8 and 0.8 ms per base): average 8.8 / 2 = 4.4, at once 8 × max(1, 2/2) = 8 → 8 / 0.8 = 10 ms
+    assert pool_base_s(clients([1, 10, 10, 10]), headroom=0.8, at_most=2) == pytest.approx(10 * MS)
+    assert pool_base_s(clients([1, 10, 10, 10]), headroom=0.8, at_most=9) == pool_base_s(clients([1, 10, 10, 10]),
+                                                                                          headroom=0.8)
+
+
+def test_how_many_devices_can_be_online_at_once():
+    from edgesync.emulation.availability import ExponentialAvailability, TraceAvailability, online_at_most
+    churn = ExponentialAvailability(mean_on_s=20, mean_off_s=10)  # online 2/3 of the time
+    # 100 such devices: mean 66.7, sd √(100 × 2/3 × 1/3) = 4.71; + 3 sd = 80.8 → 81
+    assert online_at_most([churn] * 100) == 81
+    # always-on, traced and started-online devices count as online
+    traced = TraceAvailability(online=((0, 10),))
+    started = ExponentialAvailability(mean_on_s=20, mean_off_s=10, start="online")
+    assert online_at_most([None, traced, started] + [churn] * 100) == 3 + 81
+    assert online_at_most([churn] * 2) == 2  # never more than there are
+
+
+def test_a_round_that_samples_computes_with_its_sample_only():
+    from edgesync.algorithms.local_sgd import LocalSGDConfig
+    from edgesync.runtime.phases import computing_at_once
+    from edgesync.scenario import scenario_from_dict
+    churn = {"kind": "exponential", "mean_on_s": 20, "mean_off_s": 10}
+    sc = scenario_from_dict({"name": "c", "clients": [{"profile": "x1", "availability": churn}] * 100,
+                             "algorithms": [{"name": "asgd"}]})
+    assert computing_at_once(sc, sc.algorithms[0]) == 81  # every online device computes
+    assert computing_at_once(sc, LocalSGDConfig(clients_per_round=20)) == 20
+    assert computing_at_once(sc, LocalSGDConfig(client_fraction=0.1)) == 8  # 10% of at most 81 online
