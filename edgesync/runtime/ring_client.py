@@ -200,6 +200,8 @@ class RingHalf(ClientAlgorithm):
             raise RingFailed(f"process group {group}: {error}") from error
         if "pg" in self._built:
             self.group = (group, self._built.pop("pg"))
+        if self.group is None or self.group[0] != group:  # its earlier try failed: the coordinator starts again
+            raise RingFailed(f"process group {group} is gone")
         return self.group[1]
 
     def _wait(self, work, what: str) -> None:
