@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timed_run import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/allreduce_rounds.yaml"
@@ -33,16 +33,8 @@ ALGORITHMS = ("ssgd", "esync")
 
 
 def run(setting: str, runtime: str, seeds: str, out: Path) -> float:
-    cmd = [sys.executable, "-m", "edgesync.cli", "run", SCENARIO, "--seeds", seeds, "--set", f"runtime={runtime}",
-           *SETTINGS[setting], "--out", str(out), "--overwrite", "-q"]
-    print(f"  {setting}: {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"{setting} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
-    wall = time.perf_counter() - t0
-    print(f"    {wall / 60:.1f} min", file=sys.stderr, flush=True)
-    return wall
+    return timed_run(setting, [SCENARIO, "--seeds", seeds, "--set", f"runtime={runtime}", *SETTINGS[setting],
+                               "--out", str(out), "--overwrite", "-q"])
 
 
 def rows_of(setting: str, out: Path) -> list[str]:

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from timed_run import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/shat_sharding.yaml"
@@ -48,16 +48,8 @@ NEAR = (0.9, 1.1)  # "LPS ≈ no sharding"
 
 
 def run(model: str, seeds: str, out: Path, live: bool) -> float:
-    cmd = [sys.executable, "-m", "edgesync.cli", "run", SCENARIO, "--seeds", seeds,
-           *PANELS[model], *(LIVE if live else []), "--out", str(out), "--overwrite", "-q"]
-    print(f"  {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"{model} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
-    wall = time.perf_counter() - t0
-    print(f"    {wall / 60:.1f} min", file=sys.stderr, flush=True)
-    return wall
+    return timed_run(model, [SCENARIO, "--seeds", seeds, *PANELS[model], *(LIVE if live else []), "--out", str(out),
+                             "--overwrite", "-q"])
 
 
 def tag_of(label: str) -> tuple[int, str]:

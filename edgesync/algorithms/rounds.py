@@ -34,11 +34,9 @@ which models the ring's time instead, sim_ring.py) is summed as in the parameter
 from __future__ import annotations
 
 from abc import abstractmethod
-
-import torch
-
 from typing import Literal
 
+import torch
 from pydantic import Field
 
 from edgesync.algorithms.base import Send, ServerAlgorithm, Update
@@ -171,9 +169,8 @@ class RoundServer(ServerAlgorithm):
         self.current = set()
         self.attempt += 1
         self._reset()
-        return self.broadcast() if self.online else self._no_one_left()
-
-    def _no_one_left(self) -> list[Send]:
+        if self.online:
+            return self.broadcast()
         self.clients = []
         return []
 

@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ClientAlgorithm, Instruction, ModelState, Update
+from edgesync.runtime.ring_host import ring_bytes
 from edgesync.transport.protocol import MessageType as T
 
 log = logging.getLogger("edgesync.client")
@@ -37,11 +38,6 @@ POLL_S = 0.0005  # between looks at a collective: well under a ring's time, negl
 
 class RingFailed(RuntimeError):
     """The round's collective did not finish (a participant gone, or the timeout)."""
-
-
-def ring_bytes(numel: int, element_size: int, members: int) -> int:
-    """Bytes each member of a ring all-reduce sends (and receives): 2(N−1)/N of the vector."""
-    return 0 if members < 2 else int(2 * (members - 1) * numel * element_size / members)
 
 
 class RingHalf(ClientAlgorithm):
@@ -94,10 +90,6 @@ class RingHalf(ClientAlgorithm):
         update = self.inner.on_instruction(Instruction(tensors=tensors, meta=instruction.meta))
         return self._reduce(ring, version, update)
 
-    def close(self) -> None:
-        self.group = None
-        self.store = None
-
     # -- the replica ---------------------------------------------------------------------------------
     def _fill(self, ring: dict, version: int, tensors: dict) -> dict:
         if ring["current"]:
@@ -140,10 +132,10 @@ class RingHalf(ClientAlgorithm):
             tensors["buffers"] = replica.buffers
         self.version = version + 1
         self._emulate_links(float(ring.get("ring_s", 0.0)))
-        sent = ring_bytes(flat.numel(), flat.element_size(), len(members))
+        sent = ring_bytes(flat.numel() * flat.element_size(), len(members))
         if self.rank == members[0]:  # no version: it is not a report of the round the server may be in
             self._mean = Update(tensors=tensors, meta={"ring": {"mean_of": version}})
-        return Update(tensors={}, meta={**update.meta, "ring": {"weight": w, "bytes": sent, "group": int(ring["group"])}})
+        return Update(tensors={}, meta={**update.meta, "ring": {"weight": w, "bytes": sent}})
 
     def _start_group(self, group: int, members: list[int]) -> None:
         """Build the round's process group on a thread (it blocks until every member has come)."""

@@ -34,6 +34,17 @@ def ring_seconds(links: list[tuple[Link, Link]], nbytes: int, t: float = 0.0) ->
     return 2 * (n - 1) * max(hops)
 
 
+def ring_bytes(vector_bytes: int, members: int) -> int:
+    """Bytes each member of a ring all-reduce sends (and receives): 2(N−1)/N of the vector."""
+    return 0 if members < 2 else int(2 * (members - 1) * vector_bytes / members)
+
+
+def wire_tensors(instruction: Instruction) -> dict:
+    """The tensors an instruction carries on the wire: none where the client's replica holds θ."""
+    ring = instruction.meta.get("ring")
+    return {} if ring is not None and ring["current"] else instruction.tensors
+
+
 def ring_backend(asked: str, devices: list[str]) -> str:
     """One backend per ring. `auto`: NCCL when every client has a GPU of its own (NCCL refuses two ranks on
     one GPU), else gloo, which sums CPU tensors (a GPU client copies its update over). A lab whose clients
@@ -62,6 +73,7 @@ class RingHost:
         self.client_links = scenario.client_links
         self.clock = clock
         self.store = None
+        self._ring_s: tuple = (None, 0.0)  # ((group, round), the ring's emulated seconds)
         self.run_id = uuid.uuid4().hex[:8]  # keeps this run's groups apart from a resumed one's on a reused port
 
     def setup_meta(self, config: AlgorithmConfig) -> dict | None:
@@ -81,10 +93,12 @@ class RingHost:
         ring = instruction.meta.get("ring")
         if ring is None:
             return instruction.meta, instruction.tensors
-        links = [self.client_links(m) for m in ring["members"]]
-        meta = {**instruction.meta, "ring": {**ring, "ring_s": ring_seconds(links, ring_vector_bytes(instruction),
-                                                                          self.clock())}}
-        return meta, ({} if ring["current"] else instruction.tensors)
+        key = (ring["group"], instruction.meta["version"])
+        if self._ring_s[0] != key:  # once a round: every participant's instruction says the same
+            links = [self.client_links(m) for m in ring["members"]]
+            self._ring_s = (key, ring_seconds(links, ring_vector_bytes(instruction), self.clock()))
+        meta = {**instruction.meta, "ring": {**ring, "ring_s": self._ring_s[1]}}
+        return meta, wire_tensors(instruction)
 
     def close(self) -> None:
         self.store = None

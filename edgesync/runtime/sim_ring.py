@@ -23,8 +23,7 @@ from typing import Any
 import torch
 
 from edgesync.algorithms.base import Instruction, Update
-from edgesync.runtime.ring_client import ring_bytes
-from edgesync.runtime.ring_host import ring_seconds, ring_vector_bytes
+from edgesync.runtime.ring_host import ring_bytes, ring_seconds, ring_vector_bytes, wire_tensors
 from edgesync.transport import protocol
 
 
@@ -62,36 +61,32 @@ class SimRing:
         return True
 
     def _release(self, ring: dict) -> None:
-        engine, members = self.engine, list(ring["members"])
+        engine, server, members = self.engine, self.server, list(ring["members"])
         start = max(done for _, _, done, _ in self.held.values())
         links = [(engine.clients[m].up.link, engine.clients[m].down.link) for m in members]
         end = start + ring_seconds(links, self.vector_bytes, start)
-        sent = ring_bytes(self.vector_bytes // 4, 4, len(members))
-        server = self.server
+        sent = ring_bytes(self.vector_bytes, len(members))
+        # a client without a replica could be drawn next: the round waits for the mean that brings it θ
         waits = getattr(server.config, "samples_clients", False) or not set(server.online) <= set(members)
-        previous_mean, arrivals = self.mean_due, {}
+        previous_mean = self.mean_due  # a round closes only after the previous round's mean is in
         for rank in members:
             c, update, _, seq = self.held[rank]
             c.bytes_up += sent
             engine.account.bytes_up += sent
             c.free_at = end
             c.times.update_sent(end)
-            meta = {**update.meta, "ring": {"bytes": sent, "group": ring["group"]}}
-            size = protocol.update(meta, {}).wire_size()
-            arrivals[rank] = (c, update, seq, size, max(c.up.arrival(end, size), previous_mean))
-        lead, *_ = members
-        c, update, seq, size, at = arrivals[lead]
-        mean = protocol.update({"ring": {"mean_of": 0}}, self._report(update)).wire_size()
-        self.mean_due = c.up.arrival(end, mean)  # after its report, on the same uplink
-        engine.push(self.mean_due, "ring_mean", lead, None, mean, c.epoch)
-        if waits:
-            arrivals[lead] = (c, update, seq, size, self.mean_due)
-        for c, update, seq, size, at in arrivals.values():
+            size = protocol.update({**update.meta, "ring": {"bytes": sent}}, {}).wire_size()
+            at = max(c.up.arrival(end, size), previous_mean)
+            if rank == members[0]:  # the lead: its mean follows its report on the same uplink
+                mean = protocol.update({"ring": {"mean_of": 0}}, self._mean_tensors(update)).wire_size()
+                self.mean_due = c.up.arrival(end, mean)
+                engine.push(self.mean_due, "ring_mean", rank, None, mean, c.epoch)
+                at = self.mean_due if waits else at
             engine.push(at, "to_server", c.rank, update, size, c.epoch, seq)
         self.held = {}
 
-    def _report(self, update: Update) -> dict[str, torch.Tensor]:
-        """What the lead's report carries: the mean of the update and of the buffers (their sizes)."""
+    def _mean_tensors(self, update: Update) -> dict[str, torch.Tensor]:
+        """What the lead's mean message carries: tensors the size of the update and of the buffers."""
         out = {"mean": update.tensors[self.server.update_key]}
         if "buffers" in update.tensors:
             out["buffers"] = update.tensors["buffers"]
@@ -100,6 +95,4 @@ class SimRing:
 
 def wire_size(instruction: Instruction) -> int:
     """An instruction's size as it travels (ring_host.RingHost.wire): θ left out where the client holds it."""
-    ring = instruction.meta.get("ring")
-    tensors = {} if ring is not None and ring["current"] else instruction.tensors
-    return protocol.train(instruction.meta, tensors).wire_size()
+    return protocol.train(instruction.meta, wire_tensors(instruction)).wire_size()

@@ -8,8 +8,7 @@ import torch
 from edgesync.algorithms.base import Update
 from edgesync.algorithms.ssgd import SSGDConfig, SSGDServer
 from edgesync.emulation.links import Link
-from edgesync.runtime.ring_client import ring_bytes
-from edgesync.runtime.ring_host import ring_seconds
+from edgesync.runtime.ring_host import ring_bytes, ring_seconds
 from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
 
 THETA0 = [1.0, 2.0]
@@ -193,7 +192,7 @@ def test_ring_time_and_bytes_by_hand():
     mixed = links[:3] + [(Link(rate_mbps=10), Link(rate_mbps=1))]
     assert ring_seconds(mixed, 1_000_000) == pytest.approx(12.0)
     assert ring_seconds(links[:1], 1_000_000) == 0.0 and ring_seconds([(Link(), Link())] * 4, 10**9) == 0.0
-    assert ring_bytes(250_000, 4, 4) == 1_500_000 and ring_bytes(10, 4, 1) == 0  # 2(N−1)/N of 1 MB
+    assert ring_bytes(1_000_000, 4) == 1_500_000 and ring_bytes(40, 1) == 0  # 2(N−1)/N of 1 MB
 
 
 def _scenario(aggregation="allreduce", **extra):
