@@ -1,7 +1,8 @@
 """The barrier round shared by the synchronous family (SSGD, local SGD / FedAvg, ESync).
 
 Each round the server broadcasts θ with the round number as `version`, collects one update per live
-client into running sums (memory does not grow with the number of clients), and when every live
+client into running sums (float64, so the mean is the same in any arrival order; memory does not grow with
+the number of clients), and when every live
 client has reported calls `apply(mean)` and broadcasts again. `round_lr` is η for the round: the
 configured one, or the warm-up schedule's at the round's start (`warmup_epochs`). Updates from an earlier round or from
 a client not in the round are ignored. A client lost after it reported still counts: its update was
@@ -212,9 +213,9 @@ class RoundServer(ServerAlgorithm):
         if self.update_sum is None:  # all-reduce reports: the replicas hold θ_{t+1}; the lead's mean follows
             self.awaiting = {"round": self.round, "lead": self.ring_members[0], "lr": self.round_lr}
         else:
-            self.apply(self.update_sum / self.weight_sum)
+            self.apply((self.update_sum / self.weight_sum).float())
             if self.buffer_sum is not None:
-                self.buffers = self.buffer_sum / self.weight_sum  # BatchNorm statistics: averaged
+                self.buffers = (self.buffer_sum / self.weight_sum).float()  # BatchNorm statistics: averaged
             self.updates += 1
         self.current = set(self.reported) if self.all_reduce else set()
         self.round += 1
@@ -264,6 +265,9 @@ class RoundServer(ServerAlgorithm):
 
 
 def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
+    """The running sum in float64: the round's mean, rounded to float32 once, does not depend on the order the
+    updates arrived in (live, that order varies from run to run, and a float32 sum in it moved the model by a
+    last bit that a ReLU network can amplify over rounds)."""
     if total is None:
-        return x * weight if weight != 1.0 else x.clone()
-    return total.add_(x, alpha=weight)
+        return x.double() * weight
+    return total.add_(x.double(), alpha=weight)
