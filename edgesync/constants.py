@@ -64,3 +64,6 @@ HEARTBEAT_INTERVAL_S = 1.0
 RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 8.0
 RECONNECT_GIVE_UP_S = 600.0
+# A device offline by its availability asks the coordinator this often whether it may return: the next
+# algorithm (or a sweep's next variant) may have begun, on a schedule in which it is online at once.
+OFFLINE_PROBE_S = 1.0

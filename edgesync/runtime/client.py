@@ -9,9 +9,10 @@ client's key; a refusal ends the client with a ClientFailed that says what to fi
 
 Availability (a scenario's `availability:`): the client follows its own schedule on the algorithm's clock
 (device_schedule.py). When it goes offline — between steps, or inside a throttled step's sleep — the
-instruction it was running is lost, its socket is closed with whatever it still held unsent, and it sleeps
-until it is online again; then it reconnects as any client that lost its link does (a new socket, HELLO
-for its rank) and is set up afresh. A device trace's factor is taken at each step's start on that clock.
+instruction it was running is lost, its socket is closed with whatever it still held unsent, and it waits
+until the coordinator takes it back, asking on a new socket now and then (offline_device.py: the next
+algorithm may have begun); then it is set up afresh. A device trace's factor is taken at each step's
+start on that clock.
 
 Liveness: after a second without sending anything — idle, or inside a long (throttled) step — the
 client sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (the scenario's
@@ -37,12 +38,13 @@ from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTB
 from edgesync.emulation import isolation
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import parse_profile
-from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
+from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.runtime.accounting import client_totals
 from edgesync.runtime.client_session import Beating, Session, build_session
 from edgesync.runtime.client_shards import ClientShards
 from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.live_context import ClientFailed, InstructionAborted, LiveContext
+from edgesync.runtime.offline_device import sit_out
 from edgesync.runtime.ring_client import RingFailed, ring_half
 from edgesync.runtime.run_clock import RunClock
 from edgesync.runtime.step_time import measure_step_s, warm_up
@@ -108,22 +110,22 @@ class EdgeClient:
             if self._isolation is not None:
                 isolation.release(self._isolation)  # its cgroup folder goes with it
 
-    def _hello(self) -> Message:
+    def hello(self, offline: bool = False) -> Message:
         rank = self.rank if self.rank is not None else self.wish_rank  # after a reconnect: the old rank
         if self.device_problem is not None:  # the device asked for, though unusable: the ERROR after HELLO says why
             info = {**host_info("cpu"), "device": self.device_override}
         else:
             info = host_info(str(resolve_device(self.device_override)) if self.device_override else "cpu")
-        return protocol.hello(rank, self.wish_profile, info, self.instance)
+        return protocol.hello(rank, self.wish_profile, info, self.instance, offline)
 
-    def _socket(self) -> ClientSocket:
+    def new_socket(self) -> ClientSocket:
         sock = ClientSocket(self.connect, keys=self.keys)
         sock.run_clock = self.run_clock
         return sock
 
     def _serve(self) -> None:
-        self.ctx = LiveContext(self._socket())
-        self.ctx.sock.send(self._hello())
+        self.ctx = LiveContext(self.new_socket())
+        self.ctx.sock.send(self.hello())
         wait = ConnectWait(self.connect, self.connect_timeout_s)  # says it waits, until joined or timed out
         if self.device_problem is not None:
             try:
@@ -198,8 +200,8 @@ class EdgeClient:
         tries = 0
         while True:
             tries += 1
-            sock = self._socket()
-            sock.send(self._hello())
+            sock = self.new_socket()
+            sock.send(self.hello())
             welcome = self._await_welcome(sock, max(2 * delay, 2.0))
             if welcome is not None:
                 self.ctx.sock = sock
@@ -276,7 +278,7 @@ class EdgeClient:
         log.warning("coordinator: %s; asking again in %.1f s", reason, self._hello_delay)
         time.sleep(self._hello_delay)
         self._hello_delay = min(2 * self._hello_delay, RECONNECT_MAX_S)
-        sock.send(self._hello())
+        sock.send(self.hello())
 
     # -- availability ----------------------------------------------------------------------------------
     def _offline_due(self) -> bool:
@@ -290,20 +292,18 @@ class EdgeClient:
         return max(0.0, min(HEARTBEAT_INTERVAL_S, self._offline_deadline() - time.perf_counter()))
 
     def _go_offline(self) -> bool:
-        """The device goes offline (its availability): drop everything, sleep until it is back, reconnect.
-        False if it never comes back (the process then ends: nothing more to do)."""
-        algo_now = self.run_clock.now()
+        """The device goes offline (its availability) until taken back; False if the run ended without it."""
         back, back_local = self.device_schedule.back_at()
-        log.info("offline at %.3f s of the algorithm (availability)%s", algo_now,
-                 "; not coming back" if math.isinf(back) else f"; back at {back:.3f} s")
+        log.info("offline at %.3f s of the algorithm (availability)%s", self.run_clock.now(),
+                 "; not coming back in it" if math.isinf(back) else f"; back at {back:.3f} s")
         self.ctx.sock.close(linger_ms=0)  # unsent updates are lost with the device's connection
         self.ctx.pending.clear()
         self.session = None
         self.device_schedule = None  # set up afresh when back
-        if math.isinf(back):
+        if (welcomed := sit_out(self, back_local)) is None:
             return False
-        sleep_until(back_local)
-        self._reconnect("back online", closed=True)
+        self.ctx.sock, welcome = welcomed
+        self._handle(self.ctx.sock, welcome)
         return True
 
     def _setup(self, msg: Message) -> None:

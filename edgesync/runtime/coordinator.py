@@ -133,6 +133,7 @@ class Coordinator:
         else:
             if self.shutdown_clients:
                 self.members.shutdown()
+                self.members.dismiss_offline(set(self.availability.offline))  # they ask to return once a second
             self.shards.close(shutdown=self.shutdown_clients)  # else the next variant's coordinator leads them
         finally:
             self.evaluator.close()
@@ -212,8 +213,7 @@ class Coordinator:
         self.after_algorithm(config, end, final)
         self.phases.end_all(account, self._bytes0, self.refused, self.seen,
                             availability.client_extras(server, self.peers, end))
-        if self.checkpoints:
-            self.checkpoints.finish(config.key)
+        self.checkpoints and self.checkpoints.finish(config.key)
         self.progress.end_algorithm(config.key, row)
 
     def _save(self, server: ServerAlgorithm, now: float) -> None:
@@ -221,7 +221,7 @@ class Coordinator:
 
     def _quorum(self) -> int:
         """Synchronous algorithms need faults.quorum clients alive, any one; the offline are not missing."""
-        offline = len(self.availability.offline) if hasattr(self, "availability") else 0
+        offline = len(self.availability.offline)
         if self.server is not None and algorithms.get(self.server.config.name).family == "synchronous":
             return max(0, min(self.scenario.faults.quorum, len(self.peers) - offline))
         return 0 if offline else 1

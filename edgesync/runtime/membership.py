@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from edgesync.constants import HEARTBEAT_INTERVAL_S, JOIN_TIMEOUT_S, POLL_INTERVAL_S
+from edgesync.constants import HEARTBEAT_INTERVAL_S, JOIN_TIMEOUT_S, OFFLINE_PROBE_S, POLL_INTERVAL_S
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import Profile, parse_profile
 from edgesync.runtime.liveness import Liveness
@@ -241,3 +241,14 @@ class Membership:
         for peer in self.peers.values():
             if peer.identity not in self.sock.unreachable:
                 self.sock.send(peer.identity, protocol.shutdown(reason, aborted))
+
+    def dismiss_offline(self, ranks: set[int], reason: str = "the run is over") -> None:
+        """Answer the devices offline at the run's end (availability) with SHUTDOWN when they next ask to
+        return (runtime/offline_device.py: every OFFLINE_PROBE_S), so that they end now rather than once
+        they find nobody answering."""
+        deadline, waiting = time.monotonic() + OFFLINE_PROBE_S + 0.5, set(ranks)
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            item = self.recv(left)
+            if item is not None and not isinstance(item[1], ProtocolError) and item[1].type == T.HELLO:
+                waiting.discard(item[1].meta.get("rank"))
+                self.sock.send(item[0], protocol.shutdown(reason))

@@ -175,7 +175,8 @@ class Phases:
             if isinstance(msg, ProtocolError):
                 members.reject(identity, str(msg))
             elif rank is None and msg.type == T.HELLO:  # a client coming back between algorithms tries again
-                members.reject(identity, "between algorithms; say HELLO again in a moment")
+                members.reject(identity, "between algorithms; say HELLO again in a moment",
+                               expected=bool(msg.meta.get("offline")))  # a device asking while offline
             elif rank is None:
                 members.say_hello_first(identity, msg, " (between algorithms)")
             elif rank in members.liveness.lost:

@@ -2,12 +2,14 @@
 
 Traces (a device's factor, a link's rate) and availability are written in seconds since the algorithm
 started, and the coordinator's clock is the one that counts (the simulator's virtual clock plays its part
-there). Where a scenario has any of them, the coordinator stamps every message it sends with its clock
-(the protocol's `clock` header field). A client estimates the offset between that clock and its own
-perf_counter from each stamped message as `clock − received_at`; a message that waited in transit makes
-the estimate too small by its delay, so the largest estimate — the least delayed message, as NTP's
-minimum-delay filter — is kept. What is left is the one-way latency of the quickest message (microseconds
-on one machine, the link's latency on an emulated one), by which the client runs behind.
+there). Where a scenario has any of them, the coordinator stamps every message it sends with its clock at the
+message's arrival (the protocol's `clock` header field: the time it was sent, plus its time on the
+emulated link to that client, which the coordinator's pacer knows). A client estimates the offset between
+that clock and its own perf_counter from each stamped message as `clock − received_at`; a message that
+waited longer than planned (in the kernel, or for the coordinator's loop to release it) makes the estimate
+too small by its delay, so the largest estimate — the least delayed message, as NTP's minimum-delay
+filter — is kept. What is left is the real network's one-way latency of the quickest message
+(microseconds on one machine, about a millisecond on a lab's LAN), by which the client runs behind.
 
 A client forgets the offset when it is set up for an algorithm (SETUP: the coordinator's clock restarts
 at zero for each algorithm) and learns it again from the next stamped message.

@@ -141,8 +141,8 @@ class SlotClient(EdgeClient):
         self._warm = host.warm
         self._make_trainer = host.make_trainer
 
-    def _hello(self) -> Message:
-        msg = super()._hello()
+    def hello(self, offline: bool = False) -> Message:
+        msg = super().hello(offline)
         # the coordinator's device model counts the clients that share this compute turn
         msg.meta["info"].update(slots=self.host.count, turn=self.host.token, slot=self.index)
         return msg

@@ -58,13 +58,19 @@ class Pacer:
     def shapes(self, dest: Hashable) -> bool:
         return (self.own is not None and dest not in self.exempt) or dest in self.channels
 
-    def hold(self, dest: Hashable, frames: list, size: int) -> float:
-        """Schedule a message of `size` bytes for `dest`; returns its release time (perf_counter)."""
+    def schedule(self, dest: Hashable, size: int) -> float:
+        """Put a message of `size` bytes for `dest` on its links now; returns its arrival time (perf_counter).
+        Once per message: `hold` it with that time."""
         due = time.perf_counter()
         if self.own is not None and dest not in self.exempt:
             due = self.own.arrival(due, size)
         if (channel := self.channels.get(dest)) is not None:
             due = channel.arrival(due, size)
+        return due
+
+    def hold(self, dest: Hashable, frames: list, size: int, due: float | None = None) -> float:
+        """Hold a message for `dest` until `due` (by default: scheduled now); returns its release time."""
+        due = self.schedule(dest, size) if due is None else due
         copied = [bytes(f) for f in frames]
         heapq.heappush(self._held, (due, next(self._seq), dest, copied))
         return due

@@ -35,7 +35,8 @@ A client of a sharded coordinator also sends HELLO (its rank), UPDATE parts and 
 follower shard, which sends it TRAIN parts: the same messages on a slice of the model.
 
 `clock`, optional, only from the coordinator: the running algorithm's clock (seconds since it started) when
-the message was sent. Clients follow time-varying emulation (traces, availability) on it (run_clock.py).
+the message reaches the client (when it was sent, plus its time on an emulated link). Clients follow
+time-varying emulation (traces, availability) on it (run_clock.py).
 
 Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
 goes on serving everyone else.
@@ -112,7 +113,7 @@ class Message:
     type: MessageType
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    clock: float | None = None  # the coordinator's algorithm clock when sent (only where a run follows traces)
+    clock: float | None = None  # the coordinator's algorithm clock on arrival (only where a run follows traces)
 
     def _header(self, specs: list) -> dict:
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,
@@ -234,11 +235,14 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
 
 # -- constructors, in request/answer pairs ------------------------------------------------------------
 def hello(rank: int | None = None, profile: str | None = None, info: dict | None = None,
-          instance: str | None = None) -> Message:
-    """A client asks to join (`rank`: the one it wants back; `instance`: this process's token)."""
+          instance: str | None = None, offline: bool = False) -> Message:
+    """A client asks to join (`rank`: the one it wants back; `instance`: this process's token; `offline`:
+    a device offline by its availability asking whether it may return, refused quietly while it may not)."""
     meta: dict[str, Any] = {"rank": rank, "profile": profile, "info": info or {}}
     if instance is not None:
         meta["instance"] = instance
+    if offline:
+        meta["offline"] = True
     return Message(T.HELLO, meta)
 
 

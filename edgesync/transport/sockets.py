@@ -208,7 +208,11 @@ class CoordinatorSocket:
         self.last_send[peer] = time.monotonic()  # heartbeats go only to peers sent nothing lately
         if self.pacer.shapes(peer):
             size = _frames_size(frames)
-            self.pacer.hold(peer, frames, size)
+            due = self.pacer.schedule(peer, size)
+            if message.clock is not None:  # stamped with its arrival: the client's clock need not lag the link
+                message.clock += max(0.0, due - time.perf_counter())
+                frames = message.to_frames()
+            self.pacer.hold(peer, frames, size, due)
             self.bytes_out[peer] += size
             return size
         try:

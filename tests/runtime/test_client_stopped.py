@@ -17,8 +17,8 @@ class StoppedWhileWaiting(EdgeClient):
 
     stopped, waits_in_session = False, 0
 
-    def _socket(self):
-        sock = super()._socket()
+    def new_socket(self):
+        sock = super().new_socket()
         recv = sock.recv
 
         def recv_or_stop(timeout_s):

@@ -6,8 +6,10 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from edgesync.constants import OFFLINE_PROBE_S
 from edgesync.metrics.recorder import read_jsonl
 
 from test_churn_sim import online_intervals, online_throughout
@@ -70,3 +72,23 @@ def test_fl_churn_live_with_slots_draws_online_clients_only(tmp_path):
             assert online_throughout(online[c], starts[rnd] + TOLERANCE_S, reported - TOLERANCE_S), (rnd, c)
     scenario = json.loads(json.dumps(__import__("yaml").safe_load((out / "scenario.yaml").read_text())))
     assert scenario["links"]["trace"] == [[3.0, 5.0, 60.0]]
+
+
+def test_a_device_offline_when_an_algorithm_ends_returns_with_the_next_one(loopback):
+    """Client 0 goes offline at 2 s and, by the first algorithm's schedule, returns only at 60 s. The second
+    algorithm's clock starts at zero, where its schedule has it online: asking while offline, it is taken
+    back within a probe or so of that start. Offline again when the second (last) one ends, it is told the
+    run is over when it next asks, and ends at once."""
+    run = loopback(
+        clients=[{"availability": {"kind": "trace", "online": [[0, 2], [60, 100]]}}, "x1"],
+        algorithms=[{"name": "asgd", "lr": 0.05, "label": "first"}, {"name": "asgd", "lr": 0.05, "label": "second"}],
+        stop={"time_budget_s": 4, "target_acc": None, "max_updates": None}).start()
+    run.join(60)
+    assert run.error is None and not run.client_errors, (run.error, run.client_errors)
+    ended = time.monotonic()
+    run._threads[1].join(OFFLINE_PROBE_S + 3)
+    assert not run._threads[1].is_alive() and time.monotonic() - ended < OFFLINE_PROBE_S + 3
+    rows = read_jsonl(run.run_dir / "updates.jsonl")
+    second = sorted(r["time_s"] for r in rows if r.get("algorithm") == "second" and r.get("client") == 0 and "lag" in r)
+    assert second and second[0] < OFFLINE_PROBE_S + 1.0, second[:3]  # back with the second algorithm's start
+    assert not [t for t in second if t > 2.0 + TOLERANCE_S]  # and offline again at 2 s of it

@@ -8,6 +8,7 @@ import torch
 import zmq
 
 from edgesync.emulation.links import Link
+from edgesync.runtime.run_clock import RunClock
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
@@ -125,3 +126,17 @@ def test_the_coordinators_own_link_is_shared_by_every_client(two_clients):
         if coord.recv(0.01) is not None:
             times.append(time.perf_counter() - t0)
     assert times == [pytest.approx(wire, rel=0.15), pytest.approx(2 * wire, rel=0.15)]
+
+
+def test_a_client_on_a_slow_link_keeps_the_algorithms_clock_within_a_millisecond_or_two(pair):
+    """The coordinator stamps a paced message with its arrival, so the client's view of the algorithm's
+    clock (run_clock.py) does not lag by the link's 300 ms latency."""
+    coord, client, peer = pair
+    coord.set_link(peer, Link(rate_mbps=10, latency_s=0.3))
+    client.run_clock = RunClock()
+    started = time.perf_counter()
+    coord.start_clock(started)
+    for _ in range(3):
+        transfer(lambda m: coord.send(peer, m), client.recv, coord.recv, Message("HEARTBEAT"))
+    lag = (time.perf_counter() - started) - client.run_clock.now()
+    assert abs(lag) < 0.005, lag
