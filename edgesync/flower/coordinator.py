@@ -19,7 +19,8 @@ and runs every sweep variant and algorithm of the scenario with `FlowerCoordinat
 thread, stop rules, per-client rows) on Flower's Grid, through its public hooks only — into a run
 folder set up as every command sets one up (`runtime/runs.py`). An algorithm whose client half asks
 the server mid-instruction runs as the stand-in its spec names (ESync → `esync_budget`, with
-`esync-budget` as its `budget`). The scenario's `runtime` and `links` do not apply.
+`esync-budget` as its `budget`). The scenario's `runtime` and `links` do not apply; availability and device
+traces do (the nodes read the algorithm's clock from its wall-clock start, grid_socket.py).
 """
 from __future__ import annotations
 
@@ -65,6 +66,21 @@ class FlowerCoordinator(Coordinator):
         sock = GridSocket(grid, [a.name for a in scenario.algorithms])
         super().__init__(scenario, recorder, progress=progress, sock=sock)
         self.federated_eval = federated_eval
+        self.greeted_back: set[tuple[str, int, float]] = set()  # (algorithm, rank, offline since): greeted again
+        sock.returning = self._returning
+
+    def _returning(self) -> list[bytes]:
+        """The nodes offline by their availability whose online time has come (a SuperNode cannot ask to come
+        back, as an offline `edgesync client` does): the Grid socket greets them again, and the HELLO they
+        answer readmits them as a returning client (set up afresh, then back)."""
+        if self.server is None or not self.availability.active:
+            return []
+        now, back = self._now(), []
+        for rank, since in self.availability.offline.items():
+            if (self.account.key, rank, since) not in self.greeted_back and self.availability.schedules[rank].online(now):
+                self.greeted_back.add((self.account.key, rank, since))
+                back.append(self.peers[rank].identity)
+        return back
 
     def prepare(self) -> None:
         """As the live coordinator's, and the global model's layout for stock Flower ClientApps (stock_node.py)."""
@@ -114,10 +130,6 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     if tunes(scenario):
         raise ValueError(f"{cfg['scenario']}: tune: runs with `edgesync run`, not on Flower; put the values a "
                          "tuning.json chose into `algorithms`")
-    if any(c.availability is not None or c.profile.kind == "trace" for c in scenario.clients):
-        raise ValueError(f"{cfg['scenario']}: availability and device traces are followed by EdgeSync's own clients "
-                         "(`edgesync run`, the simulator); Flower's SuperNodes come and go on their own — leave them "
-                         "out here (partial participation, clients_per_round, does run on Flower)")
     if scenario.shard_count > 1:
         raise ValueError(f"{cfg['scenario']}: sharding {scenario.sharding}: the follower shards talk to EdgeSync's own "
                          "clients (`edgesync run`, `edgesync coordinator --shard`); over Flower leave sharding out")

@@ -30,13 +30,18 @@ order, so no two ClientApp processes of a node write its `context.state` at once
 for an instruction in flight (a SuperNode cannot stop it and the run's last one would only delay
 the end): its update arrives later and is dropped, and its steps are not in that node's STATS.
 Links are not emulated over Flower (`set_link` does nothing): shape real links with `tc`.
+
+Where the scenario varies in time (availability, device traces), every message carries the algorithm's
+start as a wall-clock time (`start_clock`; records.py), from which a ClientApp reads the algorithm's clock.
+A SuperNode cannot ask to come back, so a node offline by its availability is greeted again (query.hello)
+when its online time comes: `returning` (set by the coordinator) names those nodes, and `recv` greets them.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections import defaultdict, deque
-from typing import Any
+from typing import Any, Callable
 
 from flwr.app import Message as FlowerMessage
 from flwr.serverapp import Grid
@@ -78,12 +83,19 @@ class GridSocket:
         self.stats: dict[bytes, dict[str, Any]] = {}
         self.unreachable: set[bytes] = set()  # (the CoordinatorSocket API) Flower keeps nodes' liveness
         self.joining = True  # greet nodes as they connect, until the first SETUP
+        self.epoch: float | None = None  # wall-clock start of the running algorithm (where the scenario varies in time)
+        self.returning: Callable[[], list[bytes]] = list  # nodes whose online time has come (availability)
         self.greeted: set[int] = set()
         self._next_pull = self._next_node_poll = 0.0
 
     # -- the CoordinatorSocket API ---------------------------------------------------------------
     def set_link(self, peer: bytes, link: Link, seed: int = 0) -> None:
         return None
+
+    def start_clock(self, started: float | None) -> None:
+        """The algorithm started at perf_counter `started` (None: none runs): its messages carry that start as
+        a wall-clock time, the algorithm's clock for a ClientApp process."""
+        self.epoch = None if started is None else time.time() - (time.perf_counter() - started)
 
     def send(self, peer: bytes, message: Message) -> int:
         kind = message.type
@@ -92,6 +104,8 @@ class GridSocket:
             return 0
         if kind == T.END:  # answered at once: an instruction in flight cannot be stopped, nor waited for
             self.inbox.append((peer, protocol.stats(self.stats.pop(peer, {}))))
+            return 0
+        if kind == T.HEARTBEAT:  # a SuperNode's liveness is Flower's business; a ClientApp hears the clock anyway
             return 0
         if kind in (T.SHUTDOWN, T.ERROR):
             if kind == T.ERROR:
@@ -111,6 +125,8 @@ class GridSocket:
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The next message from a node, or None after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
+        for peer in self.returning():  # back online by their availability: greeted as a new node would be
+            self.send(peer, protocol.hello())
         while True:
             if self.inbox:
                 return self.inbox.popleft()
@@ -151,7 +167,7 @@ class GridSocket:
         if stock is not None:
             kind, content = stock.request(message)
         else:
-            kind, content = FLOWER_TYPES[message.type], records.to_records(message)
+            kind, content = FLOWER_TYPES[message.type], records.to_records(message, epoch=self.epoch)
         size = records.payload_bytes(content)
         out = FlowerMessage(content, dst_node_id=int(peer), message_type=kind)
         ids = list(self.grid.push_messages([out]))

@@ -21,6 +21,12 @@ type; `grid_socket.py` is the other end):
     evaluate         → EVALUATED   the message's model on this node's training split
 
 A failure is a reply too: ERROR with the reason (failures travel as data, never a crash).
+
+Time-varying scenarios: a message whose records carry the algorithm's wall-clock start (records.py) gives
+this process the algorithm's clock. A device trace's factor is then the one in force when each step starts,
+and a device with an availability stops at its offline time, as an `edgesync client` does: the work of the
+message is lost and the reply is a HEARTBEAT (no update), which the coordinator, following the same
+schedule, ignores. When its online time comes the coordinator greets the node again and sets it up afresh.
 A `train` or `evaluate` without the "edgesync" header comes from a stock Flower strategy (Flower's
 standard Message API): `standard_node.py` answers it.
 Node config keys: `partition-id` (the rank; default: the next free one), `profile` (overrides the
@@ -29,6 +35,7 @@ scenario's, e.g. "x10"), `device` (cpu, cuda:N, auto) and `data-root` (this mach
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from typing import Any, Callable
@@ -44,10 +51,12 @@ from edgesync.emulation.profiles import GammaProfile, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
 from edgesync.runtime.accounting import ClientClock, client_totals
-from edgesync.runtime.client_session import Session, build_session
+from edgesync.runtime.client_session import Beating, Session, build_session
+from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.evaluator import evaluate
+from edgesync.runtime.run_clock import RunClock
 from edgesync.runtime.step_time import measure_step_s
-from edgesync.trainer import StepSample, TrainerStats
+from edgesync.trainer import DeviceOffline, NoHook, StepSample, StepTimeline, TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info
 
@@ -76,6 +85,8 @@ class FlowerNode:
         saved = records.get(self.state, NODE)
         self.node: dict[str, Any] = saved[0] if saved else {"reference_s": {}, "base_s": {}}
         self.order: np.ndarray | None = saved[1]["order"].numpy() if saved and "order" in saved[1] else None
+        self.run_clock = RunClock()  # the algorithm's clock, from the message's wall-clock start (if it has one)
+        self.schedule: DeviceSchedule | None = None  # this device's availability, set with the session
 
     # -- dispatch ----------------------------------------------------------------------------------
     def handle(self, message: FlowerMessage) -> FlowerMessage:
@@ -86,6 +97,8 @@ class FlowerNode:
             return StandardNode(self.context).handle(message)  # a failure raises: Flower replies with an error
         handler = self.HANDLERS.get(kind)
         stats = None
+        if (epoch := records.epoch_of(message.content)) is not None:
+            self.run_clock.observe(time.time() - epoch)
         try:
             if handler is None:
                 raise ValueError(f"no handler for Flower message type {kind!r}")
@@ -107,7 +120,7 @@ class FlowerNode:
     def setup(self, request: Message, started: float):
         records.put(self.state, SETUP, request.meta, {"indices": request.tensors["indices"]})
         records.put(self.state, HALF, {})
-        self.node.update(clock=ClientClock().state_dict(), draws=0, sampler=None,
+        self.node.update(clock=ClientClock().state_dict(), draws=0, sampler=None, timeline=None,
                          totals={"steps": 0, "samples": 0, "compute_s": 0.0, "overhead_s": 0.0,
                                  "aborted_steps": 0, "step_times": StepSample().state_dict(),
                                  "factors": StepSample().state_dict()})
@@ -132,7 +145,15 @@ class FlowerNode:
         clock = ClientClock(**self.node["clock"])
         clock.instruction_started(started)  # the wait includes this process's start-up
         self.node["totals"]["overhead_s"] += time.time() - psutil.Process(os.getpid()).create_time()
-        update = session.algorithm.on_instruction(Instruction(tensors=request.tensors, meta=request.meta))
+        try:
+            if self.schedule is not None and self.schedule.offline_deadline() == -math.inf:
+                raise DeviceOffline(0.0)  # the instruction came after the device went offline
+            update = session.algorithm.on_instruction(Instruction(tensors=request.tensors, meta=request.meta))
+        except DeviceOffline:  # the work is lost with the device; the coordinator ignores what it says now
+            log.info("offline at %.3f s of the algorithm (availability)", self.run_clock.now())
+            self._save_session(session)
+            self._save_node()
+            return protocol.heartbeat(), None
         self._save_session(session)
         clock.update_sent(time.time())
         self.node["clock"] = clock.state_dict()
@@ -167,14 +188,20 @@ class FlowerNode:
         key = self._model_key(session)
         reference = self.node["reference_s"].get(key)
         base = self.node.get("base_s", {}).get(key) or reference
+        self.schedule = DeviceSchedule(meta.get("availability"), int(meta["seed"]), int(meta["rank"]), self.run_clock)
+        offline_at = self.schedule.offline_deadline
         if throttled and (needs_throttle(session.sampler) or base != reference):
             if reference is None:  # not calibrated by the coordinator: measure now (with company)
                 reference = base = self.node["reference_s"][key] = measure_step_s(session.trainer)
             if isinstance(session.sampler.profile, GammaProfile):
                 for _ in range(int(self.node.get("draws", 0))):  # go on with this client's factor sequence
                     session.sampler.next()
-            session.throttle = Throttle(session.sampler, base)
-            session.trainer.hook = session.throttle
+            session.throttle = Throttle(session.sampler, base, clock=self.run_clock.now, offline_at=offline_at)
+            if session.throttle.timeline is not None and self.node.get("timeline"):  # a traced device's steps
+                session.throttle.timeline = StepTimeline(**self.node["timeline"])
+            session.trainer.hook = Beating(session.throttle, lambda: None, offline_at)
+        elif throttled and not self.schedule.schedule.always:
+            session.trainer.hook = Beating(NoHook(), lambda: None, offline_at)  # a ×1 device still goes offline
         return session
 
     def _save_session(self, session: Session) -> None:
@@ -192,6 +219,8 @@ class FlowerNode:
         if session.throttle is not None:
             _merge(totals, "factors", session.throttle.factors)
             self.node["draws"] = int(self.node.get("draws", 0)) + st.steps + st.aborted_steps
+            if (timeline := session.throttle.timeline) is not None:
+                self.node["timeline"] = {"points": timeline.points, "stride": timeline.stride, "seen": timeline.seen}
 
     def _save_node(self) -> None:
         tensors = {} if self.order is None else {"order": torch.from_numpy(np.asarray(self.order, dtype=np.int64))}
@@ -213,7 +242,8 @@ class FlowerNode:
                             StepSample(**t["factors"]) if throttle is not None else None,
                             gpu=protocol.gpu_name(session.trainer.device),
                             base_s=throttle.reference_s if throttle is not None else None,
-                            isolation=NOT_ISOLATED)
+                            isolation=NOT_ISOLATED,
+                            timeline=StepTimeline(**self.node["timeline"]) if self.node.get("timeline") else None)
         return {"label": session.label, **out, "overhead_s": round(t["overhead_s"], 4)}
 
 

@@ -7,6 +7,11 @@ A message (type, meta, tensors: `edgesync.transport.protocol.Message`) travels a
     "meta-json"  ConfigRecord  every other meta value (None, lists, mappings) as a JSON string
     "tensors"    ArrayRecord   one Array per tensor (flat float32 vectors, int64 indices)
 
+Where a scenario varies in time (availability, device traces), the coordinator's messages carry the
+algorithm's start as a wall-clock time ("epoch" in the "edgesync" record, seconds since 1970): a ClientApp
+process, which lives for one message, reads the algorithm's clock as `time.time() − epoch` (exact on one
+machine; across lab machines as good as their NTP, typically a millisecond or so).
+
 A node's reply adds "stats" (its running totals, what the ZeroMQ client sends in STATS, encoded as
 meta) and "metrics", a MetricRecord with Flower's conventional "num-examples". Instruction metadata
 stays plain entries of "meta", so a per-node budget is e.g. {"local_steps": 12} or
@@ -18,6 +23,7 @@ The same encoding, under a key prefix, keeps a node's state in `context.state` b
 from __future__ import annotations
 
 import json
+import math
 import threading
 from typing import Any
 
@@ -78,10 +84,14 @@ def tensors_from(record: ArrayRecord | None) -> dict[str, torch.Tensor]:
     return out
 
 
-def to_records(msg: Message, stats: dict[str, Any] | None = None) -> RecordDict:
-    """The RecordDict a message travels in; `stats` are a node's running totals (replies only)."""
+def to_records(msg: Message, stats: dict[str, Any] | None = None, epoch: float | None = None) -> RecordDict:
+    """The RecordDict a message travels in; `stats` are a node's running totals (replies only); `epoch` the
+    wall-clock time the running algorithm started (the coordinator's messages, where the scenario varies in time)."""
     scalars, rest = meta_records(msg.meta)
-    content = RecordDict({HEADER: ConfigRecord({"type": msg.type, "proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION}),
+    header = {"type": msg.type, "proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION}
+    if epoch is not None:
+        header["epoch"] = float(epoch)
+    content = RecordDict({HEADER: ConfigRecord(header),
                           META: scalars, META_JSON: rest, TENSORS: tensors_record(msg.tensors)})
     if stats is not None:
         s_scalars, s_rest = meta_records(stats)
@@ -101,6 +111,13 @@ def from_records(content: RecordDict) -> tuple[Message, dict[str, Any] | None]:
                   tensors_from(content.get(TENSORS)))
     stats = meta_from(content[STATS], content.get(STATS + "-json")) if STATS in content else None
     return msg, stats
+
+
+def epoch_of(content: RecordDict) -> float | None:
+    """The running algorithm's start as a wall-clock time, if the message carries it (`to_records`)."""
+    header = content.get(HEADER)
+    epoch = header.get("epoch") if isinstance(header, ConfigRecord) else None
+    return float(epoch) if type(epoch) in (int, float) and math.isfinite(epoch) else None
 
 
 def payload_bytes(content: RecordDict) -> int:

@@ -29,7 +29,7 @@ from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.checkpoint import Checkpointer
 from edgesync.runtime.evaluator import Evaluator, Snapshot
 from edgesync.runtime.live_availability import CoordinatorAvailability
-from edgesync.runtime.membership import Membership, Peer, RunAborted
+from edgesync.runtime.membership import Membership, RunAborted
 from edgesync.runtime.phases import Phases
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.resume import restore_algorithm, save_algorithm
@@ -89,9 +89,7 @@ class Coordinator:
         self.availability = CoordinatorAvailability(scenario)  # replaced at each algorithm's start
 
     # -- settings the launchers make ---------------------------------------------------------------
-    @property
-    def peers(self) -> dict[int, Peer]:
-        return self.members.peers
+    peers = property(lambda self: self.members.peers)  # rank → Peer
 
     # () → [(rank, why)] of exited local clients; the link properties tc applies (netns): the members'
     health_check = property(lambda self: self.members.health_check,
@@ -244,6 +242,8 @@ class Coordinator:
             return []
         if rank in self.members.liveness.lost and self.availability.is_offline(rank, now):
             return []  # offline by its availability: what it still says is lost with the device
+        if rank in self.members.liveness.lost and msg.type == T.HELLO:  # back on the same connection (Flower)
+            return self._readmit(server, identity, Message(T.HELLO, {**msg.meta, "rank": rank}))
         if rank in self.members.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
             sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
             return sends + self._back(server, rank, msg)
