@@ -115,6 +115,7 @@ def log_to(run_dir: Path | None, verbose: bool = True) -> None:
     stream.setLevel(logging.INFO if verbose else logging.WARNING)
     handlers.append(stream)
     logging.basicConfig(level=logging.INFO, handlers=handlers, format=LOG_FORMAT, force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a ServerApp's every pull from the SuperLink (20 a second)
 
 
 def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, progress: bool = True,
