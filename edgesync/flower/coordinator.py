@@ -66,19 +66,19 @@ class FlowerCoordinator(Coordinator):
         sock = GridSocket(grid, [a.name for a in scenario.algorithms])
         super().__init__(scenario, recorder, progress=progress, sock=sock)
         self.federated_eval = federated_eval
-        self.greeted_back: set[tuple[str, int, float]] = set()  # (algorithm, rank, offline since): greeted again
+        self.returned: set[tuple[str, int, float]] = set()  # (algorithm, rank, offline since): handed back already
         sock.returning = self._returning
 
     def _returning(self) -> list[bytes]:
         """The nodes offline by their availability whose online time has come (a SuperNode cannot ask to come
-        back, as an offline `edgesync client` does): the Grid socket greets them again, and the HELLO they
-        answer readmits them as a returning client (set up afresh, then back)."""
+        back, as an offline `edgesync client` does): the Grid socket says their HELLO again, which readmits
+        them as a returning client (set up afresh, then back)."""
         if self.server is None or not self.availability.active:
             return []
         now, back = self._now(), []
         for rank, since in self.availability.offline.items():
-            if (self.account.key, rank, since) not in self.greeted_back and self.availability.schedules[rank].online(now):
-                self.greeted_back.add((self.account.key, rank, since))
+            if (self.account.key, rank, since) not in self.returned and self.availability.schedules[rank].online(now):
+                self.returned.add((self.account.key, rank, since))
                 back.append(self.peers[rank].identity)
         return back
 

@@ -33,8 +33,10 @@ Links are not emulated over Flower (`set_link` does nothing): shape real links w
 
 Where the scenario varies in time (availability, device traces), every message carries the algorithm's
 start as a wall-clock time (`start_clock`; records.py), from which a ClientApp reads the algorithm's clock.
-A SuperNode cannot ask to come back, so a node offline by its availability is greeted again (query.hello)
-when its online time comes: `returning` (set by the coordinator) names those nodes, and `recv` greets them.
+A SuperNode cannot ask to come back, so a node offline by its availability comes back when its online time
+comes: `returning` (set by the coordinator) names those nodes, and `recv` hands the coordinator the HELLO the
+node answered when it joined (the node is known: a query.hello round trip, a ClientApp process, would only
+delay its return); the coordinator then sets it up afresh.
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class GridSocket:
         self.layout: ModelLayout | None = None  # the global model (set by the coordinator): stock nodes' weights
         self.stock: dict[bytes, StockNode] = {}
         self.hellos: set[str] = set()  # Flower message ids of query.hello in flight
+        self.hello_meta: dict[bytes, dict] = {}  # each node's HELLO (its rank, profile and host), said again on a return
         self.failing: dict[bytes, str] = {}  # nodes whose last reply is an error, and why
         self.address = f"the Flower SuperLink (run {grid.run.run_id})"
         self.bytes_in: dict[bytes, int] = defaultdict(int)
@@ -125,8 +128,11 @@ class GridSocket:
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
         """The next message from a node, or None after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
-        for peer in self.returning():  # back online by their availability: greeted as a new node would be
-            self.send(peer, protocol.hello())
+        for peer in self.returning():  # back online by their availability: it says HELLO again
+            if peer in self.hello_meta:
+                self.inbox.append((peer, Message(T.HELLO, dict(self.hello_meta[peer]))))
+            else:
+                self.send(peer, protocol.hello())
         while True:
             if self.inbox:
                 return self.inbox.popleft()
@@ -197,6 +203,8 @@ class GridSocket:
                 msg = self._stock_node(peer, why)
             else:
                 msg = self._decode(peer, reply)
+                if hello and isinstance(msg, Message) and msg.type == T.HELLO:
+                    self.hello_meta[peer] = dict(msg.meta)
             self.inbox.append((peer, msg))
             self._note_failure(peer, msg)
             if self.queued[peer]:
