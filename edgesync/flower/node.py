@@ -55,7 +55,7 @@ from edgesync.runtime.client_session import Beating, Session, build_session
 from edgesync.runtime.device_schedule import DeviceSchedule
 from edgesync.runtime.evaluator import evaluate
 from edgesync.runtime.run_clock import RunClock
-from edgesync.runtime.step_time import measure_step_s
+from edgesync.runtime.step_time import measure_step_s, warm_up
 from edgesync.trainer import DeviceOffline, NoHook, StepSample, StepTimeline, TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info
@@ -145,6 +145,7 @@ class FlowerNode:
         clock = ClientClock(**self.node["clock"])
         clock.instruction_started(started)  # the wait includes this process's start-up
         self.node["totals"]["overhead_s"] += time.time() - psutil.Process(os.getpid()).create_time()
+        warm_up(session.trainer, steps=1)  # a fresh process's first step is ≈ 1.8 × slower: not the device's
         try:
             if self.schedule is not None and self.schedule.offline_deadline() == -math.inf:
                 raise DeviceOffline(0.0)  # the instruction came after the device went offline

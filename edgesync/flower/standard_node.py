@@ -42,7 +42,7 @@ from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle
 from edgesync.flower.numpy_client import EdgeNumPyClient
 from edgesync.runtime.evaluator import evaluate
-from edgesync.runtime.step_time import measure_step_s
+from edgesync.runtime.step_time import measure_step_s, warm_up
 
 # The ×1 step is paced at the undisturbed step / headroom (emulation.headroom's default): other processes
 # on the cores then slow no step past its target, and a ×10 node stays ×10 of a ×1 one.
@@ -111,6 +111,7 @@ class StandardNode:
                                              weight_decay=float(cfg["weight-decay"]), local_steps=steps,
                                              batch_size=self.trainer.batch_size), self.trainer)
         base_s = self.base_s or self._reference_s() / self.headroom
+        warm_up(self.trainer, steps=1)  # this ClientApp process's first step is ≈ 1.8 × slower: not the device's
         throttle = Throttle(FactorSampler(self.profile, seed=self.seed, rank=self.rank), base_s)
         self.trainer.hook = throttle
         theta0, buffers = self.trainer.get_params(), self._buffers()

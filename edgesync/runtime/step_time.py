@@ -38,16 +38,21 @@ def measure_step_s(trainer: Trainer) -> float:
     return statistics.median(times)
 
 
-def warm_up(trainer: Trainer) -> None:
-    """A few untimed steps, the trainer's counters kept: a GPU's first steps pay for CUDA's and cuDNN's
-    start-up (≈ 0.6 s on an H100), which would otherwise count as the first algorithm's compute time."""
+def warm_up(trainer: Trainer, steps: int = CALIBRATION_WARMUP_STEPS) -> None:
+    """A few untimed steps that leave no trace (counters, hook, mini-batch sampling and buffers as they were):
+    a process's first steps pay for start-up — CUDA's and cuDNN's on a GPU (≈ 0.6 s on an H100), the
+    allocator's and kernels' first use on a CPU (a fresh process's first CNN step takes ≈ 1.8 × the next) —
+    which would otherwise count as the algorithm's compute time or stretch an emulated device's step."""
     saved_stats, saved_hook = trainer.stats, trainer.hook
+    sampling, buffers = trainer.sampler_state(), trainer.get_buffers().clone()
     trainer.stats, trainer.hook = TrainerStats(), NoHook()
     try:
-        for _ in range(CALIBRATION_WARMUP_STEPS):
+        for _ in range(steps):
             trainer.gradient()
     finally:
         trainer.stats, trainer.hook = saved_stats, saved_hook
+        trainer.load_sampler_state(sampling)
+        trainer.set_buffers(buffers)
 
 
 def cache_file(name: str = "step_times.json") -> Path:

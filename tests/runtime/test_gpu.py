@@ -235,14 +235,17 @@ def test_clients_jsonl_takes_the_gpu_from_stats_not_hello(loopback):
     assert (rows[1]["device"], rows[1]["gpu"]) == ("cpu", None)
 
 
-def test_a_warm_up_keeps_the_trainers_counters_and_hook():
-    """A GPU client warms up before READY (runtime/client.py); what it ran is not the algorithm's."""
+def test_a_warm_up_keeps_the_trainers_counters_hook_and_batches():
+    """A GPU client warms up before READY (runtime/client.py), a Flower ClientApp before each instruction
+    (flower/node.py); what it ran is not the algorithm's: the next steps see the batches they would have."""
     from edgesync.runtime.step_time import warm_up
-    trainer = small_trainer(torch.device("cpu"))
-    trainer.gradient()
+    trainer, twin = (torch.manual_seed(0) and small_trainer(torch.device("cpu")) for _ in range(2))  # the same
+    trainer.gradient(), twin.gradient()
     before, hook = dict(trainer.stats.__dict__), trainer.hook
     warm_up(trainer)
     assert trainer.stats.__dict__ == before and trainer.hook is hook
+    for _ in range(3):
+        assert torch.equal(trainer.gradient()[0], twin.gradient()[0])
 
 
 @needs_cuda
