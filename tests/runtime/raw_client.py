@@ -18,6 +18,8 @@ class RawClient:
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(address)
+        self._closing = threading.Event()
+        self._serving: threading.Thread | None = None
 
     def send(self, message: Message | list[bytes]) -> None:
         frames = message.to_frames() if isinstance(message, Message) else message
@@ -54,19 +56,25 @@ class RawClient:
         return msg
 
     def finish_in_background(self) -> threading.Thread:
-        """Answer END with empty statistics and stop at SHUTDOWN, so the run ends on time."""
+        """Answer END with empty statistics and stop at SHUTDOWN (or at `close`), so the run ends on time."""
         def serve():
-            while True:
-                msg = self.recv(240)
+            deadline = time.monotonic() + 240
+            while not self._closing.is_set() and time.monotonic() < deadline:
+                if not self.sock.poll(100):  # short waits: `close` must not pull the socket from under a recv
+                    continue
+                msg = Message.from_frames(self.sock.recv_multipart(), COORDINATOR_TYPES)
                 if msg.type == "END":
                     self.send(Message("STATS", {}))
                 elif msg.type == "SHUTDOWN":
                     return
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        return t
+        self._serving = threading.Thread(target=serve, daemon=True)
+        self._serving.start()
+        return self._serving
 
     def close(self) -> None:
+        self._closing.set()
+        if self._serving is not None:
+            self._serving.join(5)
         self.sock.close()
 
 
