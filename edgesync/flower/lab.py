@@ -40,10 +40,18 @@ class LabError(RuntimeError):
     pass
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports on 127.0.0.1, all held open while chosen: ports picked one at a time can repeat,
+    since a process started on the first may not have bound it yet when the next is picked (a SuperLink and
+    a SuperNode once got the same one, and the SuperLink could not start)."""
+    held = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def toml_pairs(values: dict[str, Any]) -> str:
@@ -102,11 +110,12 @@ class FlowerLab:
     def start(self) -> FlowerLab:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         try:
-            self.port = self.port or free_port()
+            ports = [p for p in free_ports(len(self.nodes) + 1) if p != self.port]
+            self.port = self.port or ports.pop()
             self._spawn("superlink", [_tool("flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
                                       "--host", "127.0.0.1", "--port", str(self.port)], self.port)
             for i, cfg in enumerate(self.nodes):
-                port = free_port()
+                port = ports.pop()
                 self._spawn(f"supernode-{i}", [_tool("flower-supernode"), "--insecure", "--superlink", self.address,
                                                "--port", str(port), "--node-config", toml_pairs(cfg)], port, cfg)
             for proc in self.procs:

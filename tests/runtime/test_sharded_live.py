@@ -3,7 +3,6 @@ server, and a lab that starts its shards by hand."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ import yaml
 
 from edgesync import algorithms
 from edgesync.algorithms.base import ModelState, Population, Update
+from edgesync.flower.lab import free_ports
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.shard_lead import ShardLead
@@ -116,12 +116,6 @@ def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path):
     assert list((tmp_path / "memory" / "shards").glob("shard-2-*.pt"))  # its part of the run's checkpoints
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_lab_starts_its_shards_by_hand(tmp_path):
     """`edgesync shard` on its own, `edgesync coordinator --shard` and two `edgesync client` processes, SHAT
     (whose staleness depends on the order updates are applied in: the follower follows the lead's)."""
@@ -130,7 +124,7 @@ def test_a_lab_starts_its_shards_by_hand(tmp_path):
     data["algorithms"] = [{"name": "shat", "lr": 0.05}]
     data["stop"] = {"max_updates": 60, "time_budget_s": 60, "target_acc": None}
     scenario.write_text(yaml.safe_dump(data))
-    shard_at, coord_at = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    shard_at, coord_at = (f"tcp://127.0.0.1:{port}" for port in free_ports(2))  # distinct
     cli = [sys.executable, "-m", "edgesync.cli"]
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     shard = [*cli, "shard", "--bind", shard_at, "--state-dir", str(tmp_path / "state")]
