@@ -21,16 +21,17 @@ type; `grid_socket.py` is the other end):
     evaluate         → EVALUATED   the message's model on this node's training split
 
 A failure is a reply too: ERROR with the reason (failures travel as data, never a crash).
+A `train` or `evaluate` without the "edgesync" header comes from a stock Flower strategy (Flower's
+standard Message API): `standard_node.py` answers it.
+Node config keys: `partition-id` (the rank; default: the next free one), `profile` (overrides the
+scenario's, e.g. "x10"), `device` (cpu, cuda:N, auto) and `data-root` (this machine's data folder).
 
 Time-varying scenarios: a message whose records carry the algorithm's wall-clock start (records.py) gives
 this process the algorithm's clock. A device trace's factor is then the one in force when each step starts,
 and a device with an availability stops at its offline time, as an `edgesync client` does: the work of the
 message is lost and the reply is a HEARTBEAT (no update), which the coordinator, following the same
-schedule, ignores. When its online time comes the coordinator greets the node again and sets it up afresh.
-A `train` or `evaluate` without the "edgesync" header comes from a stock Flower strategy (Flower's
-standard Message API): `standard_node.py` answers it.
-Node config keys: `partition-id` (the rank; default: the next free one), `profile` (overrides the
-scenario's, e.g. "x10"), `device` (cpu, cuda:N, auto) and `data-root` (this machine's data folder).
+schedule, ignores. At its online time the coordinator takes the node back (grid_socket.py) and sets it up
+afresh.
 """
 from __future__ import annotations
 
@@ -145,10 +146,10 @@ class FlowerNode:
         clock = ClientClock(**self.node["clock"])
         clock.instruction_started(started)  # the wait includes this process's start-up
         self.node["totals"]["overhead_s"] += time.time() - psutil.Process(os.getpid()).create_time()
-        warm_up(session.trainer, steps=1)  # a fresh process's first step is ≈ 1.8 × slower: not the device's
         try:
             if self.schedule is not None and self.schedule.offline_deadline() == -math.inf:
                 raise DeviceOffline(0.0)  # the instruction came after the device went offline
+            warm_up(session.trainer, steps=1)  # a fresh process's first step is slower (benchmarks/cold_step.py)
             update = session.algorithm.on_instruction(Instruction(tensors=request.tensors, meta=request.meta))
         except DeviceOffline:  # the work is lost with the device; the coordinator ignores what it says now
             log.info("offline at %.3f s of the algorithm (availability)", self.run_clock.now())

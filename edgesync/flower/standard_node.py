@@ -111,7 +111,7 @@ class StandardNode:
                                              weight_decay=float(cfg["weight-decay"]), local_steps=steps,
                                              batch_size=self.trainer.batch_size), self.trainer)
         base_s = self.base_s or self._reference_s() / self.headroom
-        warm_up(self.trainer, steps=1)  # this ClientApp process's first step is ≈ 1.8 × slower: not the device's
+        warm_up(self.trainer, steps=1)  # this fresh process's first step is slower (benchmarks/cold_step.py)
         throttle = Throttle(FactorSampler(self.profile, seed=self.seed, rank=self.rank), base_s)
         self.trainer.hook = throttle
         theta0, buffers = self.trainer.get_params(), self._buffers()

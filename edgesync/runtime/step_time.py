@@ -41,7 +41,7 @@ def measure_step_s(trainer: Trainer) -> float:
 def warm_up(trainer: Trainer, steps: int = CALIBRATION_WARMUP_STEPS) -> None:
     """A few untimed steps that leave no trace (counters, hook, mini-batch sampling and buffers as they were):
     a process's first steps pay for start-up — CUDA's and cuDNN's on a GPU (≈ 0.6 s on an H100), the
-    allocator's and kernels' first use on a CPU (a fresh process's first CNN step takes ≈ 1.8 × the next) —
+    allocator's and kernels' first use on a CPU (a fresh process's first CNN step: benchmarks/cold_step.py) —
     which would otherwise count as the algorithm's compute time or stretch an emulated device's step."""
     saved_stats, saved_hook = trainer.stats, trainer.hook
     sampling, buffers = trainer.sampler_state(), trainer.get_buffers().clone()

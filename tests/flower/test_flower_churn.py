@@ -1,7 +1,7 @@
 """Availability and device traces under EdgeSync's ServerApp, on in-process SuperNodes (fake_grid.py).
 
 A node reads the algorithm's clock from the wall-clock start its messages carry; the coordinator follows the
-same schedules, takes a node offline at its time and greets it again when it is back."""
+same schedules, takes a node offline at its time and takes it back (set up afresh) at its online time."""
 from __future__ import annotations
 
 import statistics
