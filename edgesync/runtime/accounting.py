@@ -40,6 +40,7 @@ class AlgorithmAccount:
     diverged: bool = False
     best_acc: float = 0.0
     last_row: dict[str, Any] | None = None
+    final_row: dict[str, Any] | None = None  # the entry's final evaluation, once written: the entry is over
 
     @property
     def key(self) -> str:
@@ -47,8 +48,11 @@ class AlgorithmAccount:
 
     # -- stop rules --------------------------------------------------------------------------------
     def should_stop(self, now: float, updates: int) -> bool:
-        """The time budget, max_updates, divergence, and the target when stop_at_target is set."""
+        """The time budget, max_updates, divergence, the target when stop_at_target is set; and an entry whose
+        final row is written is over."""
         stop = self.stop
+        if self.final_row is not None:  # resumed after its final row was written: nothing is left to train
+            return True
         if now >= stop.time_budget_s:
             return True
         if stop.max_updates is not None and updates >= stop.max_updates:
@@ -64,7 +68,10 @@ class AlgorithmAccount:
 
     def log_eval(self, counters: dict[str, Any], acc: float, loss: float, diverged: bool = False) -> dict[str, Any]:
         """Write one evaluation row; it marks the target reached, and a non-finite loss (or `diverged`:
-        the runtime saw the training diverge otherwise) as divergence."""
+        the runtime saw the training diverge otherwise) as divergence. None comes after the final row."""
+        if self.final_row is not None:
+            raise RuntimeError(f"{self.key}: an evaluation at {counters['time_s']} s after the final one "
+                               f"(at {self.final_row['time_s']} s): a runtime evaluates one model twice")
         row = {**counters, "test_acc": round(acc, 6), "test_loss": round(loss, 6)}
         self.best_acc = max(self.best_acc, row["test_acc"])
         if self.stop.target_acc is not None and row["test_acc"] >= self.stop.target_acc:
@@ -74,6 +81,22 @@ class AlgorithmAccount:
         self.last_row = row
         self.recorder.log_eval(row)
         self.progress.update(row)
+        return row
+
+    def final_evaluated(self, time_s: float, updates: int) -> bool:
+        """Whether the final model (`updates` at `time_s`, the end) has its row: the final row is written, or
+        the last row evaluated this very model at this very time (the simulator's evaluation on its grid at
+        the end), which is then the final row. One model state at one instant is one row."""
+        last = self.last_row
+        if (self.final_row is None and last is not None and last["updates"] == updates
+                and last["time_s"] == round(time_s, TIME_DIGITS)):
+            self.final_row = last
+        return self.final_row is not None
+
+    def log_final(self, counters: dict[str, Any], acc: float, loss: float, diverged: bool = False) -> dict[str, Any]:
+        """The entry's final evaluation: its last row, written once (a second is a runtime's bug: it raises)."""
+        row = self.log_eval(counters, acc, loss, diverged)
+        self.final_row = row
         return row
 
     # -- updates.jsonl -----------------------------------------------------------------------------

@@ -7,7 +7,8 @@ folder): a reader finds the previous checkpoint or the new one, never half of on
     done        keys of the algorithms (sweep variants included) that have finished
     current     the algorithm in progress, or None between algorithms:
                 key, elapsed_s (its clock), server (the server half's state_dict), samples,
-                bytes_up / bytes_down (traffic so far), best_acc, reached_target, updates
+                bytes_up / bytes_down (traffic so far), best_acc, reached_target, updates,
+                final_row (its final evaluation row once written, else None: then only END is left)
     rng         torch, numpy and Python RNG states of the coordinator process
 
 Client halves keep their own state (momentum, residuals) in their processes; after a resume the

@@ -178,17 +178,20 @@ class Coordinator:
             account.log_presence(rank, False, elapsed)
         self.server = server
         try:
-            self._dispatch(server.start())
-            account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
+            if account.final_row is None:  # else resumed after its final row: only END and the clients' rows are left
+                self._dispatch(server.start())
+                account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
                 availability.take_offline(now, account, self.members)
+                self._record_evals()
+                # stop rules before the periodic evaluation: the model at the stop is the final one, evaluated
+                # once below (an evaluation due at the time budget would otherwise write it twice)
+                if account.should_stop(now, server.updates):
+                    break
                 if now >= next_eval:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += every
-                self._record_evals()
-                if account.should_stop(now, server.updates):
-                    break
                 self.members.tend()
                 wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
                 item = self.members.recv(min(POLL_INTERVAL_S, max(0.0, wake - now)))
@@ -204,10 +207,13 @@ class Coordinator:
         end = time.perf_counter() - self._started
         self.shards.end()  # follower shards finish the updates the lead applied; their last slices are kept
         final = self._snapshot(server, end)
-        counters, acc, loss = self.evaluator.evaluate_now(final)
-        self._record_evals()
-        # marked diverged also when only the updates were non-finite (refused, the model kept)
-        row = account.log_eval(counters, acc, loss, diverged=account.diverged)
+        if account.final_row is None:
+            counters, acc, loss = self.evaluator.evaluate_now(final)
+            self._record_evals()
+            # marked diverged also when only the updates were non-finite (refused, the model kept)
+            account.log_final(counters, acc, loss, diverged=account.diverged)
+            self._save(server, end)  # with the final row: a crash from here on resumes past it, not into a second
+        row = account.final_row
         self.after_algorithm(config, end, final)
         self.phases.end_all(account, self._bytes0, self.refused, self.seen,
                             availability.client_extras(server, self.peers, end))

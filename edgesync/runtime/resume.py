@@ -1,10 +1,12 @@
 """A live algorithm's place in checkpoint.pt: saved as it trains, restored by `--resume`.
 
 What is saved: the server half's `state_dict()`, the algorithm's clock, its counters (samples, traffic,
-best accuracy, target reached). An algorithm is saved as soon as it starts, so a crash before its
-first periodic checkpoint resumes it too. A resumed algorithm's clock goes on from the latest time
-its rows in the run folder carry (`last_logged_s`): every algorithm's rows stay unique and its clock
-monotonic; the work between the checkpoint and the crash is lost time.
+best accuracy, target reached) and, once written, its final evaluation row. An algorithm is saved as soon
+as it starts, so a crash before its first periodic checkpoint resumes it too, and again with its final
+row, so one killed after that row (during END, while its clients send their statistics) is not evaluated
+a second time: the resume only ends it. A resumed algorithm's clock goes on from the latest time its rows
+in the run folder carry (`last_logged_s`): every algorithm's rows stay unique and its clock monotonic;
+the work between the checkpoint and the crash is lost time.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def restore_algorithm(checkpoints: Checkpointer | None, run_dir: Path, account: 
     _match_membership(server, alive, lost)
     account.samples, account.best_acc = saved["samples"], saved["best_acc"]
     account.reached_target = saved["reached_target"]
+    account.final_row = account.last_row = saved.get("final_row")  # written before the crash: not again
     elapsed = max(saved["elapsed_s"], elapsed)
     log.info("%s resumed from its checkpoint at %d updates (%.1f s); the clock goes on at %.1f s",
              account.key, server.updates, saved["elapsed_s"], elapsed)
@@ -59,4 +62,4 @@ def save_algorithm(checkpoints: Checkpointer | None, account: AlgorithmAccount, 
     up, down = traffic
     checkpoints.save_progress(account.key, server.state_dict(), round(now, 4), server.updates,
                               samples=account.samples, bytes_up=up, bytes_down=down, best_acc=account.best_acc,
-                              reached_target=account.reached_target)
+                              reached_target=account.reached_target, final_row=account.final_row)

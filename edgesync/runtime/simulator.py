@@ -166,11 +166,10 @@ class Simulator(QueryingClients):
                          self.spill.spilled, sc.sim.spill_mb)
             self.spill.clear()
             release_free_memory()  # the algorithm's model-sized blocks, back to the system
-        last = self.account.last_row
-        if not (last["time_s"] == round(end, TIME_DIGITS) and last["updates"] == server.updates):
-            self._evaluate(end)  # the final model, unless the last evaluation already saw it
+        if not self.account.final_evaluated(end, server.updates):  # the evaluation at the end may have seen it
+            self._evaluate(end, final=True)
         self._log_clients(end)
-        self.progress.end_algorithm(config.key, self.account.last_row)
+        self.progress.end_algorithm(config.key, self.account.final_row)
 
     def begin(self, config: AlgorithmConfig) -> ServerAlgorithm:
         """Clients, server half, coordinator and an empty event queue for one algorithm; nothing is sent yet."""
@@ -365,10 +364,11 @@ class Simulator(QueryingClients):
         self.push(c.up.arrival(done, size), "to_server", c.rank, self.spill.keep(update), size, c.epoch, seq)
 
     # -- results -----------------------------------------------------------------------------------
-    def _evaluate(self, t: float) -> None:
+    def _evaluate(self, t: float, final: bool = False) -> None:
         acc, loss = evaluate_state(self.eval_model, self.server.global_params(), self.server.global_buffers(),
                                    self.workload.eval_x, self.workload.eval_y, self.scenario.eval.batch_size)
-        self.account.log_eval(self.account.counters(t, self.server.updates), acc, loss)
+        write = self.account.log_final if final else self.account.log_eval
+        write(self.account.counters(t, self.server.updates), acc, loss)
 
     def _log_clients(self, end: float) -> None:
         rows = []
