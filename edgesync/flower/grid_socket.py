@@ -31,8 +31,9 @@ for an instruction in flight (a SuperNode cannot stop it and the run's last one 
 the end): its update arrives later and is dropped, and its steps are not in that node's STATS.
 Links are not emulated over Flower (`set_link` does nothing): shape real links with `tc`.
 
-Where the scenario varies in time (availability, device traces), every message carries the algorithm's
-start as a wall-clock time (`start_clock`; records.py), from which a ClientApp reads the algorithm's clock.
+While an algorithm runs, every message carries its start as a wall-clock time (`start_clock`; records.py), from
+which a ClientApp reads the algorithm's clock (availability, device traces); a reply is stamped with its creation
+on that clock (its `clock`), from which the coordinator's queueing delay of it runs (coordinator_load.py).
 A SuperNode cannot ask to come back, so a node offline by its availability comes back when its online time
 comes: `returning` (set by the coordinator) names those nodes, and `recv` hands the coordinator the HELLO the
 node answered when it joined (the node is known: a query.hello round trip, a ClientApp process, would only
@@ -86,7 +87,7 @@ class GridSocket:
         self.stats: dict[bytes, dict[str, Any]] = {}
         self.unreachable: set[bytes] = set()  # (the CoordinatorSocket API) Flower keeps nodes' liveness
         self.joining = True  # greet nodes as they connect, until the first SETUP
-        self.epoch: float | None = None  # wall-clock start of the running algorithm (where the scenario varies in time)
+        self.epoch: float | None = None  # wall-clock start of the running algorithm
         self.returning: Callable[[], list[bytes]] = list  # nodes whose online time has come (availability)
         self.greeted: set[int] = set()
         self._next_pull = self._next_node_poll = 0.0
@@ -205,6 +206,8 @@ class GridSocket:
                 msg = self._decode(peer, reply)
                 if hello and isinstance(msg, Message) and msg.type == T.HELLO:
                     self.hello_meta[peer] = dict(msg.meta)
+            if isinstance(msg, Message) and self.epoch is not None:  # when the node built it: its queueing delay
+                msg.clock = reply.metadata.created_at - self.epoch  # runs from there (coordinator_load.py)
             self.inbox.append((peer, msg))
             self._note_failure(peer, msg)
             if self.queued[peer]:

@@ -5,6 +5,7 @@ A run folder holds
     scenario.yaml    the resolved scenario, written once at the start
     metrics.jsonl    one JSON object per evaluation (label, time_s, updates, samples, test_acc, ...)
     clients.jsonl    one JSON object per (label, client) when an algorithm ends
+    coordinator.jsonl  one JSON object per label when it ends: the coordinator's load (runtime/coordinator_load.py)
     summary.json     written atomically at the end (see `edgesync.metrics.summary.summarize`)
     report.md        and plots/*.png, written by `edgesync.metrics.report.render_report`
     tensorboard/     with `tensorboard=True` (`output.tensorboard`): the same rows as TensorBoard event
@@ -38,6 +39,7 @@ SCENARIO_FILE = "scenario.yaml"
 METRICS_FILE = "metrics.jsonl"
 UPDATES_FILE = "updates.jsonl"
 CLIENTS_FILE = "clients.jsonl"
+COORDINATOR_FILE = "coordinator.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
 TUNING_FILE = "tuning.json"  # a tuned run (edgesync/tune.py): every point's validation figure, each entry's choice
@@ -172,6 +174,13 @@ class RunRecorder:
         self._append(self._clients, row)
         if self._tensorboard is not None:
             self._tensorboard.log_client(row)
+
+    def log_coordinator(self, row: dict) -> None:
+        """Append one entry's coordinator load to coordinator.jsonl, durably (opened on the first)."""
+        if "algorithm" not in row:
+            raise ValueError(f"a coordinator row needs an 'algorithm' label; got keys {sorted(row)}")
+        with self._open_append(self.run_dir / COORDINATOR_FILE) as f:
+            self._append(f, row)
 
     def log_updates(self, rows: list[dict]) -> None:
         """Append per-update instrumentation (lag, gap…) to updates.jsonl.

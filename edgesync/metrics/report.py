@@ -32,8 +32,9 @@ from edgesync.metrics.churn_report import (AVAILABILITY_PLOT, ROUNDS_PLOT, TRACE
 from edgesync.metrics.formatting import NONE, RunData, code, md_table, num, pct, secs, sort_key, whole
 from edgesync.metrics.plots import (PLOT_STYLE, plot_accuracy, plot_availability, plot_bytes, plot_compute_ratio,
                                     plot_rounds_per_client, plot_staleness, plot_traces)
-from edgesync.metrics.recorder import (CLIENTS_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE, SCENARIO_FILE,
-                                       SUMMARY_FILE, TUNING_FILE, UPDATES_FILE, read_jsonl, write_atomic)
+from edgesync.metrics.coordinator_report import bottleneck_warnings, coordinator_section, has_coordinator_load
+from edgesync.metrics.recorder import (CLIENTS_FILE, COORDINATOR_FILE, METRICS_FILE, PLOTS_DIR, REPORT_FILE,
+                                       SCENARIO_FILE, SUMMARY_FILE, TUNING_FILE, UPDATES_FILE, read_jsonl, write_atomic)
 from edgesync.metrics.seeds import INTERVAL_METHOD, with_seed_aggregates
 from edgesync.metrics.summary import GAP_FIRST_N, compute_ratio, speedup, staleness_means, summarize
 from edgesync.metrics.tuning_report import tuning_section
@@ -86,7 +87,8 @@ def load_run(run_dir: Path) -> RunData:
     if target is None:  # the scenario may predate the key; the stored summary knows the target
         target = next((num(e.get("target_acc")) for e in stored.values()
                        if isinstance(e, dict) and num(e.get("target_acc")) is not None), None)
-    recomputed = with_seed_aggregates(summarize(metrics, clients, target, algorithms=_algorithm_names(scenario)))
+    recomputed = with_seed_aggregates(summarize(metrics, clients, target, algorithms=_algorithm_names(scenario),
+                                                coordinator=read_jsonl(run_dir / COORDINATOR_FILE)))
     # Stored entries first (their order), then any label the stored summary lacks.
     summary = {label: entry for label, entry in stored.items() if isinstance(entry, dict)}
     summary.update({label: entry for label, entry in recomputed.items() if label not in summary})
@@ -149,7 +151,8 @@ def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
         lines += ["## Comparison per seed", "", *_comparison_table(run), ""]
     else:
         lines += ["## Comparison", "", *_comparison_table(run), ""]
-    lines += [_notes(run), ""]
+    lines += [_notes(run), "", *(line for warning in bottleneck_warnings(run) for line in (warning, ""))]
+    lines += coordinator_section(run) if has_coordinator_load(run) else []
     if run.tuning:
         lines += tuning_section(run.tuning)
     lines += ["## Clients", "", *_clients_table(run), ""]

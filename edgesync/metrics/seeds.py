@@ -31,7 +31,9 @@ _T975_LARGE = ((120, 1.980), (60, 2.000), (40, 2.021))
 # The figures of a summary entry that get a mean, spread and interval over seeds.
 FIGURES = ("final_acc", "best_acc", "time_to_target_s", "speedup_vs", "updates", "samples_per_s", "duration_s",
            "bytes_up", "bytes_down", "bytes_per_s", "compute_ratio_mean", "fidelity_max_error", "mean_lag",
-           "mean_gap", "mean_gap_normalized", "mean_gap_first_n", "mean_gap_normalized_first_n")
+           "mean_gap", "mean_gap_normalized", "mean_gap_first_n", "mean_gap_normalized_first_n",
+           "coordinator_utilisation", "queue_delay_mean_s", "queue_delay_p95_s", "updates_served_per_s",
+           "coordinator_saturated_share")
 
 
 def t_975(df: int) -> float:
@@ -138,6 +140,7 @@ def aggregate_entry(runs: dict[int, dict]) -> dict[str, Any]:
         stats[key] = stat
     entry["diverged"] = any(bool(runs[s].get("diverged")) for s in seeds)
     entry["diverged_seeds"] = [s for s in seeds if runs[s].get("diverged")]
+    entry["coordinator_bottleneck_seeds"] = [s for s in seeds if runs[s].get("coordinator_bottleneck")]
     entry["evals"] = sum(int(runs[s].get("evals") or 0) for s in seeds)
     entry["stats"] = stats
     return entry

@@ -25,6 +25,16 @@ and, from the label's rows of updates.jsonl (asynchronous algorithms: one row pe
     mean_gap_first_n,
     mean_gap_normalized_first_n  means of `gap` and `gap_normalized` over those N rows
 
+and, from the label's row of coordinator.jsonl (the coordinator's load; runtime/coordinator_load.py; None
+for a folder without one; with several, e.g. a resumed entry's, the one over the longest span),
+
+    coordinator_utilisation      the coordinator's busy time / the entry's run
+    queue_delay_mean_s,
+    queue_delay_p95_s            mean and 95th percentile of its messages' waits for the coordinator
+    updates_served_per_s         UPDATE messages it took up per second (applied or collected)
+    coordinator_saturated_share  the share of the run in 1 s windows it was busy ≥ 90% of
+    coordinator_bottleneck       that share above 25%: the coordinator set the pace, not the clients
+
 The first-N means compare algorithms over the same early stretch of training, whatever their run
 lengths: a whole-run mean mixes phases (a run that diverges, or one that trains longer at a lower gap).
 `gap_normalized` divides the gap by the RMS of the raw gradient, the same normaliser for every algorithm
@@ -50,6 +60,7 @@ def summarize(
     algorithms: dict[str, str] | None = None,
     baseline: str | None = None,
     updates: list[dict] | None = None,
+    coordinator: list[dict] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The summary keyed by label, labels in the order first seen in `metrics`.
 
@@ -59,6 +70,7 @@ def summarize(
     baseline: a label; adds `speedup_vs` to every entry. Raises ValueError if no entry has that label.
     updates: rows of updates.jsonl; adds `staleness_means` (None for entries that logged none, e.g.
       synchronous algorithms; non-finite values are left out).
+    coordinator: rows of coordinator.jsonl; adds the coordinator's load (`coordinator_load`).
     """
     algorithms = algorithms or {}
     labels = _labels_in_order(metrics, clients, algorithms)
@@ -75,6 +87,7 @@ def summarize(
         entry["fidelity_max_error"] = max(errors) if errors else None
         entry["diverged"] = any(r.get("diverged") for r in evals)
         entry.update(staleness_means([r for r in updates or () if r.get("algorithm") == label]))
+        entry.update(coordinator_load([r for r in coordinator or () if r.get("algorithm") == label]))
         summary[label] = {"algorithm": algorithms.get(label, label), **entry}
 
     if baseline is not None:
@@ -92,6 +105,21 @@ def staleness_means(rows: list[dict]) -> dict[str, Any]:
     means = {f"mean_{key}": _finite_mean(rows, key) for key in ("lag", "gap", "gap_normalized")}
     return {**means, "gap_first_n": len(first) or None, "mean_gap_first_n": _finite_mean(first, "gap"),
             "mean_gap_normalized_first_n": _finite_mean(first, "gap_normalized")}
+
+
+# summary field ← coordinator.jsonl field
+COORDINATOR_FIELDS = {"coordinator_utilisation": "utilisation", "queue_delay_mean_s": "queue_delay_mean_s",
+                      "queue_delay_p95_s": "queue_delay_p95_s", "updates_served_per_s": "updates_served_per_s",
+                      "coordinator_saturated_share": "saturated_share"}
+
+
+def coordinator_load(rows: list[dict]) -> dict[str, Any]:
+    """The coordinator's load figures from one label's coordinator.jsonl rows: the row over the longest span
+    (None for each without one), and `coordinator_bottleneck` as the row says."""
+    row = max(rows, key=lambda r: _num(r.get("duration_s")) or 0.0, default={})
+    figures: dict[str, Any] = {name: _num(row.get(key)) for name, key in COORDINATOR_FIELDS.items()}
+    figures["coordinator_bottleneck"] = row.get("bottleneck") if isinstance(row.get("bottleneck"), bool) else None
+    return figures
 
 
 def _finite_mean(rows: list[dict], key: str) -> float | None:

@@ -27,6 +27,7 @@ from edgesync.constants import NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.checkpoint import Checkpointer
+from edgesync.runtime.coordinator_load import LiveLoad, record_load
 from edgesync.runtime.evaluator import Evaluator, Snapshot
 from edgesync.runtime.live_availability import CoordinatorAvailability
 from edgesync.runtime.membership import Membership, RunAborted
@@ -169,10 +170,11 @@ class Coordinator:
         every = sc.eval.every_s
         next_eval = (math.floor(elapsed / every) + 1) * every
         self._started = time.perf_counter() - elapsed
-        if sc.varies_in_time and hasattr(self.sock, "start_clock"):
-            self.sock.start_clock(self._started)  # messages carry the algorithm's clock from now on
-            for rank in self.members.alive():
+        if hasattr(self.sock, "start_clock"):  # messages carry the algorithm's clock from now on
+            self.sock.start_clock(self._started)  # (clients stamp theirs with it: the load's queueing delays)
+            for rank in self.members.alive() if sc.varies_in_time else ():
                 self.members.send(rank, protocol.heartbeat())  # so that every client hears it at once
+        self.load = LiveLoad(self._started, elapsed, self.sock)  # its busy time and queueing delays
         for rank in offline_at_start:
             self.members.lose(rank, "offline at the start (availability)")
             account.log_presence(rank, False, elapsed)
@@ -194,7 +196,7 @@ class Coordinator:
                     next_eval += every
                 self.members.tend()
                 wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
-                item = self.members.recv(min(POLL_INTERVAL_S, max(0.0, wake - now)))
+                item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
                 if item is None:
                     continue
                 self._dispatch(self._handle(server, *item))
@@ -212,6 +214,7 @@ class Coordinator:
             self._record_evals()
             # marked diverged also when only the updates were non-finite (refused, the model kept)
             account.log_final(counters, acc, loss, diverged=account.diverged)
+            record_load(self.recorder, config.key, self.load.finish(end))  # coordinator.jsonl; a bottleneck warns
             self._save(server, end)  # with the final row: a crash from here on resumes past it, not into a second
         row = account.final_row
         self.after_algorithm(config, end, final)

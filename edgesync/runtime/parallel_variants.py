@@ -14,7 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from edgesync.metrics.recorder import CLIENTS_FILE, METRICS_FILE, UPDATES_FILE, RunRecorder, read_jsonl
+from edgesync.metrics.recorder import (CLIENTS_FILE, COORDINATOR_FILE, METRICS_FILE, UPDATES_FILE, RunRecorder,
+                                       read_jsonl)
 from edgesync.runtime.membership import RunAborted
 from edgesync.runtime.progress import Progress
 from edgesync.scenario import Scenario, ServerCostSpec
@@ -96,3 +97,5 @@ def _append(recorder: RunRecorder, folder: Path) -> None:
         recorder.log_eval(row)
     for row in read_jsonl(folder / CLIENTS_FILE):
         recorder.log_client(row)
+    for row in read_jsonl(folder / COORDINATOR_FILE):
+        recorder.log_coordinator(row)

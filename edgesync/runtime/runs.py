@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from edgesync.metrics.recorder import RunRecorder, read_jsonl
+from edgesync.metrics.recorder import COORDINATOR_FILE, RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
@@ -199,9 +199,11 @@ def finish_run(run_dir: Path, scenario: Scenario, names: dict[str, str] | None =
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     clients = read_jsonl(run_dir / "clients.jsonl")
     updates = read_jsonl(run_dir / "updates.jsonl")
+    coordinator = read_jsonl(run_dir / COORDINATOR_FILE)
     names = names or {a.key: a.name for v in variants(scenario) for a in v.scenario.algorithms}
     baseline = next(iter(names))
-    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=baseline, updates=updates)
+    summary = summarize(metrics, clients, scenario.stop.target_acc, names, baseline=baseline, updates=updates,
+                        coordinator=coordinator)
     summary = with_seed_aggregates(summary, baseline)  # seeds: speedups paired by seed, mean ± interval
     recorder = RunRecorder(run_dir)
     recorder.write_summary(summary)

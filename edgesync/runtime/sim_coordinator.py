@@ -11,6 +11,9 @@ once it is encoded, one after the other, and the coordinator is free when the la
 What an event costs (server_cost.py): `model` charges the costs measured once per machine, one lookup
 per event; `measured` does the real work (frames decoded and checked, replies encoded) and charges its
 wall time; `zero` charges nothing (the idealised coordinator).
+
+Its load (`finish`, coordinator_load.py): busy while it charges; each message's queueing delay from its arrival
+(after its links) to the coordinator's start on it. With `zero` it is never busy and nothing waits.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any, Protocol
 from edgesync.algorithms.base import ModelState, Send, ServerAlgorithm, Update
 from edgesync.emulation.links import Link
 from edgesync.runtime.accounting import AlgorithmAccount
+from edgesync.runtime.coordinator_load import record_load
 from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
 from edgesync.runtime.sim_ring import wire_size
 from edgesync.runtime.sim_shards import Shards
@@ -68,6 +72,11 @@ class VirtualCoordinator:
         self.send(self.shards.serve((0.0,) * len(self.shards.free), 0.0), self.server.start())
         self.engine.account.log_updates(self.server.drain_update_log(), 0.0)  # a first round's draw, at time 0
 
+    def finish(self, end: float) -> dict:
+        """The coordinator's load over the algorithm's run to `end`, into coordinator.jsonl (once, at its end)."""
+        account = self.engine.account
+        return record_load(account.recorder, account.key, self.shards.load(end))
+
     def arrive(self, event: ServerEvent) -> None:
         """An update or a query reaches the coordinator: handled now if it is free, else queued."""
         shares = self.shards.lead_only if event.kind == "query" else None  # the State Server is the lead's
@@ -92,6 +101,8 @@ class VirtualCoordinator:
     def _handle(self, event: ServerEvent, arrivals: tuple[float, ...], shares: tuple[float, ...] | None,
                 start: float) -> None:
         self.engine.now = start  # the server half's clock (ESync's State Server stamps queries with it)
+        if event.kind != "presence":  # a client's message: its wait counts in the coordinator's load
+            self.shards.took(arrivals, shares, event.kind != "query")
         handle = {"to_server": self._update, "query": self._query, "presence": self._presence,
                   "ring_mean": self._ring_mean}[event.kind]
         handle(event, arrivals, start)

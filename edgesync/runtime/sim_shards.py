@@ -17,6 +17,9 @@ How an update goes (a fork and a join):
 
 A query (ESync's State Server) and its reply are the lead's (shard 0's) alone. Not modelled: the few
 hundred bytes of header each part adds, and per-message costs that do not scale with its size.
+
+Each shard's load (coordinator_load.py): busy from its start on a message until its last part is encoded,
+and each part's wait from its arrival in the shard to that start; the run reports the busiest shard's.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import math
 
 from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.emulation.links import Link, LinkChannel
+from edgesync.runtime.coordinator_load import CoordinatorLoad
 
 
 class Shards:
@@ -33,6 +37,8 @@ class Shards:
         # each shard's NIC, one FIFO per direction; its jitter and losses seeded apart from the clients' links
         self.ins = [LinkChannel(inbound, seed=[seed, 1, 2 * j]) for j in range(len(fractions))]
         self.outs = [LinkChannel(outbound, seed=[seed, 1, 2 * j + 1]) for j in range(len(fractions))]
+        self.loads = [CoordinatorLoad() for _ in fractions]
+        self.began = list(self.free)  # each shard's start on the message being served: busy from there
 
     @property
     def lead_only(self) -> tuple[float, ...]:
@@ -59,9 +65,16 @@ class Shards:
         shares = shares or self.fractions
         return max(s for s, f in zip(self.starts(arrivals), shares) if f)
 
+    def took(self, arrivals: tuple[float, ...], shares: tuple[float, ...] | None, update: bool) -> None:
+        """A client's message is taken up: each shard with a part of it waited from its arrival to its start."""
+        for load, start, arrival, f in zip(self.loads, self.starts(arrivals), arrivals, shares or self.fractions):
+            if f:
+                load.served(start - arrival, update)
+
     def serve(self, arrivals: tuple[float, ...], busy: float, shares: tuple[float, ...] | None = None) -> list[float]:
         """Each shard works its share of `busy` from its start; returns when each is done."""
-        return [s + busy * f for s, f in zip(self.starts(arrivals), shares or self.fractions)]
+        self.began = self.starts(arrivals)
+        return [s + busy * f for s, f in zip(self.began, shares or self.fractions)]
 
     def send(self, done: list[float], sizes: list[int], encode_s: list[float],
              shares: tuple[float, ...] | None = None) -> list[float]:
@@ -80,4 +93,10 @@ class Shards:
         for j, f in enumerate(shares):
             if f:
                 self.free[j] = round(t[j], TIME_GRID_DIGITS)
+                self.loads[j].busy(self.began[j], self.free[j])
         return arrivals
+
+    def load(self, end: float) -> dict:
+        """The busiest shard's load figures over the run to `end` (one shard: the coordinator's)."""
+        figures = [load.finish(end, "virtual", len(self.loads)) for load in self.loads]
+        return max(figures, key=lambda f: f["busy_s"])

@@ -168,6 +168,7 @@ class Simulator(QueryingClients):
             release_free_memory()  # the algorithm's model-sized blocks, back to the system
         if not self.account.final_evaluated(end, server.updates):  # the evaluation at the end may have seen it
             self._evaluate(end, final=True)
+        self.coordinator.finish(end)  # its load, into coordinator.jsonl; a warning if it was the bottleneck
         self._log_clients(end)
         self.progress.end_algorithm(config.key, self.account.final_row)
 

@@ -34,9 +34,11 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
 A client of a sharded coordinator also sends HELLO (its rank), UPDATE parts and HEARTBEAT to each
 follower shard, which sends it TRAIN parts: the same messages on a slice of the model.
 
-`clock`, optional, only from the coordinator: the running algorithm's clock (seconds since it started) when
-the message reaches the client (when it was sent, plus its time on an emulated link). Clients follow
-time-varying emulation (traces, availability) on it (run_clock.py).
+`clock`, optional: the running algorithm's clock (seconds since it started) when the message reaches the other
+end (when it was sent, plus its time on an emulated link). The coordinator stamps every message it sends while
+an algorithm runs; clients follow time-varying emulation (traces, availability) on it (run_clock.py). A client
+that has heard it stamps what it sends with its estimate of it: the coordinator's queueing delay of an update
+runs from there (runtime/coordinator_load.py).
 
 Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
 goes on serving everyone else.
@@ -113,7 +115,7 @@ class Message:
     type: MessageType
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    clock: float | None = None  # the coordinator's algorithm clock on arrival (only where a run follows traces)
+    clock: float | None = None  # the algorithm's clock on arrival (while one runs; a client's: its estimate)
 
     def _header(self, specs: list) -> dict:
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,

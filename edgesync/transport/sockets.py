@@ -7,6 +7,11 @@ TCP/IP headers are not included.
 With a link set (`set_link`), messages to that peer are held by a `Pacer` and released at their
 emulated arrival time while `recv` waits (pacing.py).
 
+While an algorithm runs, both ends stamp what they send with its clock at the message's emulated arrival
+(`clock`): the coordinator its own (`start_clock`), a client its estimate of it (a `RunClock`, once known).
+The coordinator notes when it took each message off its socket (`taken_at`): its queueing delay is the
+difference (runtime/coordinator_load.py).
+
 With keys (security.py) both sockets speak CURVE: encrypted, and the coordinator admits only the
 client keys of its allow-list. The coordinator then has its own zmq.Context, which carries the ZAP
 handler. A client watches its handshake until the first one succeeds (handshake.py), so a refused
@@ -172,6 +177,7 @@ class CoordinatorSocket:
         self._inbox = _Inbox(self.sock, self.pacer, self._release)
         self._inbound: LinkChannel | None = None  # the coordinator's own link, into it
         self._arrived: deque[tuple[float, tuple[list, int]]] = deque()  # received, held until in (a FIFO)
+        self.taken_at = 0.0  # perf_counter when `recv` took its latest message, before decoding it
 
     def bind(self, address: str) -> None:
         """Listen on one more endpoint (the kernel link backend: one veth address per client)."""
@@ -202,7 +208,7 @@ class CoordinatorSocket:
             self._inbound.origin = math.inf if started is None else started
 
     def send(self, peer: bytes, message: Message) -> int:
-        if self.run_clock is not None:  # a run that follows traces: every message carries the algorithm's clock
+        if self.run_clock is not None:  # while an algorithm runs, every message carries its clock
             message.clock = self.run_clock()
         frames = message.to_frames()
         self.last_send[peer] = time.monotonic()  # heartbeats go only to peers sent nothing lately
@@ -239,6 +245,7 @@ class CoordinatorSocket:
         got = self._inbox.recv(timeout_s, copied=2) if self._inbound is None else self._through_inbound(timeout_s)
         if got is None:
             return None
+        self.taken_at = time.perf_counter()
         frames, size = got
         peer = frames[0]
         self.bytes_in[peer] += size - len(peer)
@@ -313,11 +320,18 @@ class ClientSocket:
         self.pacer.set_link(None, link, seed)
 
     def send(self, message: Message) -> int:
+        stamped = self.run_clock is not None and self.run_clock.known
+        if stamped:  # the algorithm's clock as this client hears it: the coordinator's queueing delay runs from it
+            message.clock = self.run_clock.now()
         frames = message.to_frames()
         self.last_send = time.monotonic()
         if self.pacer.shapes(None):
             size = _frames_size(frames)
-            self.pacer.hold(None, frames, size)
+            due = self.pacer.schedule(None, size)
+            if stamped:  # stamped with its arrival, after its uplink, as the coordinator stamps what it sends
+                message.clock = self.run_clock.now(due)
+                frames = message.to_frames()
+            self.pacer.hold(None, frames, size, due)
         else:
             size = _send(self.sock, frames)
         self.bytes_out += size

@@ -55,6 +55,8 @@ def test_summary_values_by_hand():
         "evals": 4, "speedup_vs": 1.0,
         "mean_lag": None, "mean_gap": None, "mean_gap_normalized": None,  # no updates.jsonl rows
         "gap_first_n": None, "mean_gap_first_n": None, "mean_gap_normalized_first_n": None,
+        "coordinator_utilisation": None, "queue_delay_mean_s": None, "queue_delay_p95_s": None,  # no coordinator.jsonl
+        "updates_served_per_s": None, "coordinator_saturated_share": None, "coordinator_bottleneck": None,
         "diverged": False,
     }
     asgd = summary["asgd-lr0.1"]

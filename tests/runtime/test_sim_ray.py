@@ -45,7 +45,7 @@ def run_folder(tmp_path: Path, name: str, data: dict) -> dict[str, list[dict]]:
     out = tmp_path / name
     run_scenario(scenario_from_dict(data), out, progress=False)
     rows = {}
-    for file in ("metrics.jsonl", "updates.jsonl", "clients.jsonl"):
+    for file in ("metrics.jsonl", "updates.jsonl", "clients.jsonl", "coordinator.jsonl"):
         rows[file] = [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}
                       for line in (out / file).read_text().splitlines()]
     return rows
@@ -79,3 +79,4 @@ def test_the_coordinators_cost_model_charges_the_same_times_on_ray(tmp_path):
     on_ray = run_folder(tmp_path, "ray", scenario("ray", **modelled, sim={"base_step_s": 0.02, "backend": "ray"}))
     for file in serial:  # the costs were calibrated by the first run and cached: the second used them too
         assert on_ray[file] == serial[file], file
+    assert serial["coordinator.jsonl"][0]["busy_s"] > 0  # the coordinator's load, charged the same on Ray
