@@ -167,33 +167,28 @@ class Coordinator:
         if elapsed == 0.0:
             self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
             self._save(server, 0.0)  # a crash before the first periodic checkpoint resumes from here
-        every = sc.eval.every_s
-        next_eval = (math.floor(elapsed / every) + 1) * every
+        next_eval = (math.floor(elapsed / sc.eval.every_s) + 1) * sc.eval.every_s
         self._started = time.perf_counter() - elapsed
-        if hasattr(self.sock, "start_clock"):  # messages carry the algorithm's clock from now on
-            self.sock.start_clock(self._started)  # (clients stamp theirs with it: the load's queueing delays)
-            for rank in self.members.alive() if sc.varies_in_time else ():
-                self.members.send(rank, protocol.heartbeat())  # so that every client hears it at once
-        self.load = LiveLoad(self._started, elapsed, self.sock)  # its busy time and queueing delays
+        self.sock.start_clock(self._started)  # messages carry the algorithm's clock from now on; clients' too
+        for rank in self.members.alive() if sc.varies_in_time else ():
+            self.members.send(rank, protocol.heartbeat())  # so that every client hears it at once
+        self.load = LiveLoad(self._started, elapsed, self.sock)  # its busy time; queueing delays from those stamps
         for rank in offline_at_start:
             self.members.lose(rank, "offline at the start (availability)")
             account.log_presence(rank, False, elapsed)
         self.server = server
         try:
-            if account.final_row is None:  # else resumed after its final row: only END and the clients' rows are left
-                self._dispatch(server.start())
-                account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
+            self._dispatch(server.start() if account.final_row is None else [])  # else resumed after it: END only
+            account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
                 availability.take_offline(now, account, self.members)
-                self._record_evals()
-                # stop rules before the periodic evaluation: the model at the stop is the final one, evaluated
-                # once below (an evaluation due at the time budget would otherwise write it twice)
+                account.log_evals(self.evaluator.results())
                 if account.should_stop(now, server.updates):
-                    break
+                    break  # before a periodic snapshot: the model at the stop is evaluated once, as the final one
                 if now >= next_eval:
                     self.evaluator.submit(self._snapshot(server, now))
-                    next_eval += every
+                    next_eval += sc.eval.every_s
                 self.members.tend()
                 wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
                 item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
@@ -204,24 +199,21 @@ class Coordinator:
                     self._save(server, time.perf_counter() - self._started)
         finally:
             self.server = None
-            if hasattr(self.sock, "start_clock"):
-                self.sock.start_clock(None)
+            self.sock.start_clock(None)
         end = time.perf_counter() - self._started
         self.shards.end()  # follower shards finish the updates the lead applied; their last slices are kept
         final = self._snapshot(server, end)
-        if account.final_row is None:
+        if account.final_row is None:  # else written before a crash: the resume only ends the entry
             counters, acc, loss = self.evaluator.evaluate_now(final)
-            self._record_evals()
-            # marked diverged also when only the updates were non-finite (refused, the model kept)
-            account.log_final(counters, acc, loss, diverged=account.diverged)
+            account.log_evals(self.evaluator.results())
+            account.log_final(counters, acc, loss, diverged=account.diverged)  # also if only updates were non-finite
             record_load(self.recorder, config.key, self.load.finish(end))  # coordinator.jsonl; a bottleneck warns
             self._save(server, end)  # with the final row: a crash from here on resumes past it, not into a second
-        row = account.final_row
         self.after_algorithm(config, end, final)
         self.phases.end_all(account, self._bytes0, self.refused, self.seen,
                             availability.client_extras(server, self.peers, end))
         self.checkpoints and self.checkpoints.finish(config.key)
-        self.progress.end_algorithm(config.key, row)
+        self.progress.end_algorithm(config.key, account.final_row)
 
     def _save(self, server: ServerAlgorithm, now: float) -> None:
         save_algorithm(self.checkpoints, self.account, server, now, self.traffic())
@@ -403,7 +395,3 @@ class Coordinator:
         params = server.global_params().clone()  # sharded: every slice, and the followers' traffic
         self.account.bytes_up, self.account.bytes_down = self.traffic()
         return Snapshot(params, server.global_buffers().clone(), self.account.counters(now, server.updates))
-
-    def _record_evals(self) -> None:
-        for counters, acc, loss in self.evaluator.results():
-            self.account.log_eval(counters, acc, loss)
