@@ -83,6 +83,11 @@ class AlgorithmAccount:
         self.progress.update(row)
         return row
 
+    def log_evals(self, results: list[tuple[dict[str, Any], float, float]]) -> None:
+        """Rows of evaluations made off the runtime's loop (counters, accuracy, loss), in the order made."""
+        for counters, acc, loss in results:
+            self.log_eval(counters, acc, loss)
+
     def final_evaluated(self, time_s: float, updates: int) -> bool:
         """Whether the final model (`updates` at `time_s`, the end) has its row: the final row is written, or
         the last row evaluated this very model at this very time (the simulator's evaluation on its grid at
