@@ -63,6 +63,7 @@ class ShardLead:
         self.socks = [ClientSocket(a, keys=keys, accepts=LEAD_TYPES) for a in addresses]
         self.traffic = (0, 0)  # the followers' bytes up and down, this algorithm, as of their last answer
         self.final: list[torch.Tensor] | None = None  # their slices once the algorithm has ended
+        self.saved_tag: str | None = None  # the checkpoint the followers last saved their halves for
         self._ids = itertools.count()
         inbound, outbound = scenario.coordinator_links()
         link = None if scenario.coordinator_link is None else {"in": asdict(inbound), "out": asdict(outbound)}
@@ -91,7 +92,7 @@ class ShardLead:
                                         "seed": server.population.seed,
                                         "data_sizes": server.population.data_sizes}, {"params": state.params}))
         self._answers("setup")
-        self.traffic, self.final = (0, 0), None
+        self.traffic, self.final, self.saved_tag = (0, 0), None, None
         return ShardedServer(server, self)
 
     def command(self, op: str, **meta: Any) -> None:
@@ -118,6 +119,7 @@ class ShardLead:
         ident = next(self._ids)
         self.command("save", id=ident, checkpoint=tag)
         self._answers("save", ident)
+        self.saved_tag = tag
 
     def load(self, tag: str | None, followers: int) -> None:
         """Every follower restores the state it saved for checkpoint `tag` (taken with `followers` of them)."""
@@ -195,9 +197,14 @@ class ShardedServer:
         return self._lead.gather(self._inner.global_params())
 
     def state_dict(self) -> dict:
-        """The lead's state; each follower saves its own (its --state-dir), tagged with this checkpoint."""
-        tag = f"{uuid.uuid4().hex[:12]}@{self._inner.updates}"
-        self._lead.save(tag)
+        """The lead's state; each follower saves its own (its --state-dir), tagged with this checkpoint. Once
+        the algorithm has ended the followers hold no server half: the checkpoint that carries the final row
+        points at their last saved state (a resume past the final row only ends the entry)."""
+        if self._lead.final is not None:
+            tag = self._lead.saved_tag
+        else:
+            tag = f"{uuid.uuid4().hex[:12]}@{self._inner.updates}"
+            self._lead.save(tag)
         return {"lead": self._inner.state_dict(), "checkpoint": tag, "followers": len(self._lead.socks)}
 
     def load_state_dict(self, state: dict) -> None:
