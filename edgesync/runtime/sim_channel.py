@@ -48,6 +48,10 @@ class DriverChannel:
         self.sock.sndhwm = self.sock.rcvhwm = 0   # flow is bounded by the driver (sim_ray.py's window)
         self.sock.linger = 0
         self.sock.router_mandatory = True        # a message to a worker that is not there is an error
+        # Each algorithm's serve call connects anew under its worker's identity, possibly before this socket has
+        # seen the previous call's connection close: without handover the new one is refused and its READY
+        # lost, and the driver waits for it for ever (the intermittent hang in begin()).
+        self.sock.router_handover = True
         self.folder: Path | None = None
         self.server_key: bytes | None = None
         if local:
