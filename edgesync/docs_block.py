@@ -23,6 +23,7 @@ WRITERS = {
     "trace_fidelity": "benchmarks/trace_fidelity.py --write-docs",
     "eq3": "benchmarks/eq3_sharding.py --write-docs",
     "allreduce": "benchmarks/allreduce_rounds.py --write-docs",
+    "dana_coordinator": "benchmarks/dana_coordinator.py --write-docs (and --live-check --write-docs)",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 
