@@ -3,7 +3,8 @@
     python clients/edge_client.py --connect tcp://SERVER:5555 --profile x10 --device cuda:0
 
 Same as `edgesync client`; this file exists so a machine can run it from a checkout without the
-`edgesync` entry point on its PATH. The Flower ClientApp will live beside it.
+`edgesync` entry point on its PATH. The Flower ClientApps are beside it: flower_client.py (EdgeSync's own)
+and numpy_client.py (the legacy NumPyClient), each a re-export of `edgesync.flower.apps`.
 """
 import sys
 from pathlib import Path

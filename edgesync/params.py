@@ -1,6 +1,6 @@
 """A model's parameters and floating buffers as flat float32 vectors.
 
-Algorithms work on flat tensors (see ALGORITHMS.md, "Conventions"); these helpers are the only place
+Algorithms work on flat tensors (docs/algorithms.md, "Conventions"); these helpers are the only place
 that knows how a module's tensors map onto them. Order is `model.parameters()` / `model.buffers()`.
 """
 from __future__ import annotations

@@ -183,7 +183,7 @@ class Trainer:
     def gradient(self, weight_decay: float = 0.0, interrupt: Interrupt | None = None) -> tuple[torch.Tensor, float]:
         """One mini-batch gradient of the mean loss at the current parameters: (g flat, loss).
 
-        Weight decay is added here, on the side that computes the gradient (ALGORITHMS.md). With
+        Weight decay is added here, on the side that computes the gradient (docs/algorithms.md, "Conventions"). With
         `interrupt` the step may raise StepAborted; its time still counts as the device's.
         """
         started = time.perf_counter()

@@ -3,7 +3,7 @@
     python server/coordinator.py --scenario scenarios/quickstart.yaml --bind tcp://0.0.0.0:5555
 
 Same as `edgesync coordinator`; the run folder and report are written when the last algorithm ends.
-The Flower ServerApp will live beside it.
+The Flower ServerApp is beside it: flower_server.py, a re-export of `edgesync.flower.apps:serverapp`.
 """
 import sys
 from pathlib import Path

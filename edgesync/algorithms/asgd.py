@@ -1,4 +1,4 @@
-"""ASGD / ASP: the asynchronous parameter server, Hogwild-style (ALGORITHMS.md, "Asynchronous").
+"""ASGD / ASP: the asynchronous parameter server, Hogwild-style (docs/algorithms.md, `asgd`).
 
 The master applies each gradient the moment it arrives, θ ← θ − η·g, and replies to that client
 alone with the new θ. Nobody waits for anybody; gradients are computed on stale models. The master

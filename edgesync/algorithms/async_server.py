@@ -38,7 +38,7 @@ from edgesync.algorithms.warmup import Warmup, WarmupConfig
 class AsyncServer(ServerAlgorithm):
     config: WarmupConfig
     update_key = "grad"  # the tensor every update carries
-    latest_statistics: ClassVar[bool] = True  # keep the latest update's BatchNorm statistics (ALGORITHMS.md)
+    latest_statistics: ClassVar[bool] = True  # keep the latest update's BatchNorm statistics (docs/algorithms.md)
 
     def __init__(self, config: WarmupConfig, initial, clients):
         super().__init__(config, initial, clients)

@@ -1,5 +1,5 @@
 """DGC-async: deep gradient compression (Lin et al. 2018) with DGS's model-difference download
-(dgs.txt §"Experimental Evaluation": the paper's baseline; ALGORITHMS.md "DGS").
+(dgs.txt §"Experimental Evaluation": the paper's baseline; docs/algorithms.md, "the DGS family").
 
 The client keeps a learning-rate-free momentum u and an accumulator v in parameter units:
 

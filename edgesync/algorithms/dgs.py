@@ -1,12 +1,12 @@
 """DGS: dual-way gradient sparsification with SAMomentum (Z. Yan, "Gradient Sparsification for
-Asynchronous Distributed Training"; dgs.txt Alg. 1–3, Eq. 1–13; ALGORITHMS.md "DGS").
+Asynchronous Distributed Training"; dgs.txt Alg. 1–3, Eq. 1–13; docs/algorithms.md, "the DGS family").
 
 Master (`DGSServer`, Alg. 2). It keeps M, the sum of every update applied (θ_global = θ₀ + M, Eq. 2),
 and per client k the vector v_k of what k has been sent so far. On an update from k:
 
     M ← M − payload;   G = M − v_k;   [G ← top-R₂(G)];   v_k ← v_k + G;   reply G     (Eq. 1, 3, 6a, 6b)
 
-(Alg. 2 line 13 writes v_k ← v_k − G: a sign typo; Eq. 6b and ALGORITHMS.md have +.) The client moves
+(Alg. 2 line 13 writes v_k ← v_k − G: a sign typo; Eq. 6b has +, as docs/algorithms.md reads it.) The client moves
 θ_k ← θ_k + G, so θ_k = θ₀ + v_k at all times (Eq. 5); without R₂ that is θ₀ + M, ASGD's model.
 The first instruction, and every resync, carries the dense θ₀ + M and sets v_k ← M.
 
@@ -25,7 +25,7 @@ Choices fixed here:
   m·u → 0). So DGS with m = 0 is `gd_async` exactly, and the m > 0 rule tends to it continuously.
 - η is applied at the client (the paper's u = m·u + η·∇); the master sends the current η (`lr` in the
   instruction's meta) and, with the learning-rate warm-up, the client rescales u by η_new/η_old when
-  η changes (ALGORITHMS.md's momentum correction; never for m = 0, where u is a residual, not momentum).
+  η changes (the warm-up's momentum correction; never for m = 0, where u is a residual, not momentum).
 - Resync (`resync_every` = P, the authors' code uses ≈150): when client k is answered and P or more
   global versions have passed since it last got the dense model, it gets θ₀ + M dense and v_k ← M.
   Counting per client (not "at versions that are multiples of P") keeps one client from getting every
@@ -40,7 +40,7 @@ Choices fixed here:
   every reply (as ASGD). Instruction meta: version, lr, epochs (the master's training progress).
 - The sampled top-k draws from torch's global generator (seeded by the runtimes).
 - Top-k scope (`topk_scope`): `layer` (default) as Alg. 1–3 (`for j = 0..J: thr ← R% of |u[j]|`): each
-  parameter tensor keeps its own top k = max(1, ⌊R·numel_j⌋) (ALGORITHMS.md's k, per tensor), on both
+  parameter tensor keeps its own top k = max(1, ⌊R·numel_j⌋) (docs/algorithms.md's k, per tensor), on both
   sides — the client reads the tensors from its trainer's model, the master from `ModelState.sizes`
   (() = one layer). `global` is one top-k over the flattened model (large layers crowd out small ones).
   Per layer, an update carries Σ_j max(1, ⌊R·numel_j⌋) entries: a few more than ⌊R·numel⌋.

@@ -11,7 +11,7 @@ largest c) has not pulled this round's model yet; otherwise rest = c_slowest −
 and the caller is READY if it is the slowest, the slowest is ready, or c_caller + ε > rest: its next
 iteration would not end before the slowest is ready.
 
-Choices fixed here (ALGORITHMS.md): t_e is the State Server's own receive time of the query that
+Choices fixed here (docs/algorithms.md, ESync): t_e is the State Server's own receive time of the query that
 follows an iteration (clients' clocks are not synchronized across lab machines); ε (`slack_s`) is
 in seconds, default 0 (the authors' code uses 0.5 s); each client's first instruction runs one
 step before its first query, Alg. 1's RUN-BATCH-DATA-TEST, and nobody is ready while any client's

@@ -1,5 +1,5 @@
 """FedAsync: asynchronous federated optimization by staleness-weighted model mixing (Xie, Koyejo, Gupta
-2019, "Asynchronous Federated Optimization"; ALGORITHMS.md, "Federated asynchronous baselines").
+2019, "Asynchronous Federated Optimization"; docs/algorithms.md, `fedasync`).
 
 A client pulls the global model x at server version τ, runs H local SGD steps from it (local_sgd's
 `LocalRound`: optional heavy-ball momentum, restarted every pull) and sends its new model x_new. The
@@ -19,9 +19,9 @@ Choices fixed here:
   the latest as the other asynchronous masters do: the statistics belong to the model x_new, and a
   stale update that moves the weights by a small α_t must not replace the global statistics whole.
   So x and its statistics stay one convex combination of the same models, and α = 0 moves neither.
-- No proximal term: Xie et al.'s worker may add ρ/2·‖x − x_τ‖² to its local loss; ALGORITHMS.md's
+- No proximal term: Xie et al.'s worker may add ρ/2·‖x − x_τ‖² to its local loss; EdgeSync's
   reading runs plain local SGD, weight decay being the only regulariser.
-- Defaults α = 0.9 (Plato's and APPFL's), a = 0.5 (ALGORITHMS.md), b = 4 (APPFL's), H = 10 (local_sgd's).
+- Defaults α = 0.9 (Plato's and APPFL's), a = 0.5 (fixed here), b = 4 (APPFL's), H = 10 (local_sgd's).
   `a` is shared by the polynomial and the hinge function.
 - η the clients step with is the master's (`lr` in every instruction), so the warm-up applies.
 

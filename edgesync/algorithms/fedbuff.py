@@ -1,5 +1,5 @@
 """FedBuff: federated learning with buffered asynchronous aggregation (Nguyen et al. 2022, "Federated
-Learning with Buffered Asynchronous Aggregation"; ALGORITHMS.md, "Federated asynchronous baselines").
+Learning with Buffered Asynchronous Aggregation"; docs/algorithms.md, `fedbuff`).
 
 A client pulls the global model x at version τ, runs K local SGD steps from it (FedAsync's client
 half: local_sgd's `LocalRound`, optional momentum restarted every pull) and sends Δ = x_local − x_pulled.

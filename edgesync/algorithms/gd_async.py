@@ -1,5 +1,5 @@
 """GD-async: gradient dropping (Aji & Heafield 2017) with DGS's model-difference download
-(dgs.txt §"Experimental Evaluation": the paper's baseline; ALGORITHMS.md "DGS").
+(dgs.txt §"Experimental Evaluation": the paper's baseline; docs/algorithms.md, "the DGS family").
 
 The client keeps a residual r in parameter units and no momentum:
 

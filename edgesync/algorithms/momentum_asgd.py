@@ -3,7 +3,7 @@
 The client is ASGD's (one gradient at the θ it was sent); only the master changes.
 
 - **NAG-ASGD** (Alg. 6): one velocity for all clients, v ← γ·v + g; θ ← θ − η·v. Despite the name
-  Alg. 6 is heavy-ball momentum, and so is this (ALGORITHMS.md).
+  Alg. 6 is heavy-ball momentum, and so is this (docs/algorithms.md, `nag_asgd`).
 - **Multi-ASGD** (Alg. 7): one velocity per client, v_i ← γ·v_i + g_i; θ ← θ − η·v_i.
 - **DC-ASGD** (Alg. 8, Zheng et al. 2017, Eq. 9 of dana.txt): the gradient is first delay-compensated
   with a diagonal Hessian approximation, ĝ = g + λ·g⊙g⊙(θ − θ_i^sent), θ_i^sent the model last sent

@@ -7,7 +7,7 @@ c_i; then c_i ← 0. The master also computes the client's mixing weight (Eq. 4)
     α_i = 1 − s_i / log n,   s_i = n / c_i,   n = the live clients,
 
 and sends it with c_i, so that it can be logged per update and so that an α_i = 0 reply carries no
-model at all (the client would not read it). Choices fixed by ALGORITHMS.md: natural log by default
+model at all (the client would not read it). Choices fixed here (docs/algorithms.md): natural log by default
 (`log_base`: e or 2); α_i clipped to [0, 1]; n = 1 ⇒ α_i = 1 (checked first: one client is plain
 SGD); c_i = 0 ⇒ α_i = 0. With homogeneous clients c_i ≈ n − 1 and for n ≤ 3 (natural log) or n = 2
 (base 2) α_i is clipped to 0 on every update: SHAT runs as ENSEMBLE. The `alpha` and `c_i` fields of
@@ -82,7 +82,7 @@ class EnsembleConfig(SHATFamilyConfig):
 
 
 def shat_alpha(c: int, n: int, scale: float) -> float:
-    """α = 1 − (n/c)/scale, clipped to [0, 1]; n = 1 ⇒ 1; c = 0 ⇒ 0 (ALGORITHMS.md)."""
+    """α = 1 − (n/c)/scale, clipped to [0, 1]; n = 1 ⇒ 1; c = 0 ⇒ 0 (docs/algorithms.md, SHAT)."""
     if n <= 1:
         return 1.0
     if c <= 0:
@@ -112,7 +112,7 @@ class SHATServer(AsyncServer):
         n = len(self.clients)
         if self.mixes and n > 1 and self.alpha(n - 1, n) == 0.0:
             log.warning("%s with n = %d clients: α = 0 whenever c_i ≤ n − 1, as with homogeneous clients;"
-                        " it then runs as ENSEMBLE (ALGORITHMS.md)", config.name, n)
+                        " it then runs as ENSEMBLE (docs/algorithms.md, SHAT)", config.name, n)
 
     def scale(self, n: int) -> float:
         """The denominator of s_i in α_i: log n."""

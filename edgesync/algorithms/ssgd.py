@@ -1,4 +1,4 @@
-"""SSGD / BSP: synchronous mini-batch SGD with a barrier every round (ALGORITHMS.md, "Synchronous").
+"""SSGD / BSP: synchronous mini-batch SGD with a barrier every round (docs/algorithms.md, `ssgd`).
 
 Every client computes one gradient on the same θ; when all live clients have reported, the master
 steps θ ← θ − η·mean_i(g_i) (heavy-ball momentum on the master if `momentum` > 0) and broadcasts θ.

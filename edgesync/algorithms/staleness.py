@@ -1,4 +1,4 @@
-"""Staleness measures shared by the asynchronous algorithms (ALGORITHMS.md, "Asynchronous family").
+"""Staleness measures shared by the asynchronous algorithms (docs/algorithms.md, "Staleness").
 
 - lag τ: global updates applied by others between the model a client computed on and its update;
 - gap G (DANA, Def. 1): ‖θ_apply − θ_computed‖₂ / √k over the k parameters;
@@ -7,7 +7,7 @@
 One normaliser for every algorithm. DANA App. D normalises the gap by the norm of the gradient g_t, to
 compare algorithms "when the norm of the gradients is the same"; that only works if every algorithm
 divides by the same thing. So the normaliser is always the raw stochastic gradient: the gradient of the
-mean mini-batch loss at the client's parameters (weight decay included, as every g in ALGORITHMS.md),
+mean mini-batch loss at the client's parameters (weight decay included, as every g in docs/algorithms.md),
 before momentum, compression, error feedback or local steps — never the vector the master applies
 (DANA-Slim's γv + g, SHAT's velocity, EASGD's elastic difference δ, the DGS family's sparse update with
 its residual), which would make the figure depend on each algorithm's own rescaling of g. The RMS

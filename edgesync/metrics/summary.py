@@ -1,6 +1,7 @@
 """The summary of a run: one entry per algorithm label, computed from the recorded rows alone.
 
-Definitions (docs: ALGORITHMS.md, "Metrics"), for the rows of one label in recorded order:
+Definitions, for the rows of one label in recorded order (how time, bytes and compute are measured:
+docs/architecture.md, "Time, bytes and evaluation"; the lag and the gap: docs/algorithms.md, "Staleness"):
 
     final_acc          test_acc of the last evaluation
     best_acc           the largest test_acc

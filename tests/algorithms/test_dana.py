@@ -1,4 +1,4 @@
-"""DANA-Zero, DANA-Slim and DANA-DC: the known answers of ALGORITHMS.md and hand-worked look-aheads.
+"""DANA-Zero, DANA-Slim and DANA-DC: the known answers of docs/algorithms.md and hand-worked look-aheads.
 
 f(w) = ½w² (g = w), η = 0.1, γ = 0.9, w0 = 1, one client. Nesterov by hand (Bengio form, what
 DANA-Slim's master holds): Θ ← Θ − η·(γ·v + g) with v ← γ·v + g, g = Θ:

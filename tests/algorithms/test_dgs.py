@@ -41,7 +41,7 @@ def sent(update: Update, numel: int) -> list[float]:
 # -- SAMomentum -------------------------------------------------------------------------------------
 
 def test_samomentum_toy_step_by_step():
-    # η = 1, m = 0.5, g = [1, 0.1], top-1 of 2 (ALGORITHMS.md):
+    # η = 1, m = 0.5, g = [1, 0.1], top-1 of 2 (docs/algorithms.md, the DGS family):
     # 1. u = [1, 0.1];                      send [1, 0];    keep [1, 0.1/0.5]   = [1, 0.2]
     # 2. u = 0.5·[1, 0.2] + g = [1.5, 0.2]; send [1.5, 0];  keep [1.5, 0.4]
     # 3. u = [0.75, 0.2] + g = [1.75, 0.3]; send [1.75, 0]; keep [1.75, 0.6]

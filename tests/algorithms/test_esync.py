@@ -1,5 +1,5 @@
 """ESync: QUERY-STATE's branches as a table, the State Server's records, and the known answers of
-ALGORITHMS.md (n_i = 1 ⇒ SSGD; one client ⇒ local SGD; θ_{t+1} = θ_t + ε·mean(Δ) for any n_i)."""
+docs/algorithms.md (n_i = 1 ⇒ SSGD; one client ⇒ local SGD; θ_{t+1} = θ_t + ε·mean(Δ) for any n_i)."""
 from __future__ import annotations
 
 import pytest

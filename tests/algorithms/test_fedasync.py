@@ -1,4 +1,4 @@
-"""FedAsync: staleness-weighted model mixing, worked out by hand (ALGORITHMS.md's checks).
+"""FedAsync: staleness-weighted model mixing, worked out by hand (docs/algorithms.md's known answers).
 
 The server half is fed fake updates (a model x_new, the version it was pulled at) or the real client
 half on f(θ) = ½θ² (g = θ, fake_quadratic), so every number below is computed here, not by the code

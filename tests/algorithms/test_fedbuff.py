@@ -1,4 +1,4 @@
-"""FedBuff: buffered asynchronous aggregation, worked out by hand (ALGORITHMS.md's checks).
+"""FedBuff: buffered asynchronous aggregation, worked out by hand (docs/algorithms.md's known answers).
 
 The server half is fed fake contributions (a difference Δ and the version it was pulled at) or the real
 client half on f(θ) = ½θ² (g = θ, fake_quadratic); every expected number is computed here.

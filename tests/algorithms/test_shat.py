@@ -188,7 +188,7 @@ def test_one_client_with_momentum_is_heavy_ball_sgd(model_state):
     client = SHATClient(config, QuadraticTrainer())
     # Execute
     run_fifo(server, {0: client}, updates=5)
-    # Assert: v = 1, 1.8, 2.34, 2.592, 2.5596; w ← w − 0.1·v: ALGORITHMS.md's heavy-ball sequence
+    # Assert: v = 1, 1.8, 2.34, 2.592, 2.5596; w ← w − 0.1·v: heavy ball's sequence (docs/algorithms.md)
     seen = [row for row in client.trainer.gradient_at[1:]] + [server.global_params()]
     assert [round(w.item(), 6) for w in seen] == pytest.approx([0.9, 0.72, 0.486, 0.2268, -0.02916], abs=1e-6)
     assert [round(x, 6) for x in torch_sgd(nesterov=False)] == pytest.approx([w.item() for w in seen], abs=1e-6)
