@@ -98,7 +98,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from edgesync.models import build_model
-    from edgesync.runtime.shard_plan import model_plan
+    from edgesync.models.shard_plan import model_plan
 
     from edgesync.reproduce import machine
 

@@ -264,7 +264,7 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
             continue
         out.print(f"{path}: ok — {len(sc.clients)} clients, algorithms "
                   f"{', '.join(a.key for a in sc.algorithms)}", highlight=False)
-        from edgesync.tune import run_counts, tunes
+        from edgesync.runtime.tuning import run_counts, tunes
         if tunes(sc):
             out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
         if sc.runtime == "live":
@@ -310,7 +310,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                   highlight=False)
         raise typer.Exit(2)
     sc = _load(resume / "scenario.yaml" if resume else scenario, list(set_ or []))
-    from edgesync.tune import tunes
+    from edgesync.runtime.tuning import tunes
     if tunes(sc):
         err.print(f"[red]{scenario or resume}: tune: runs with `edgesync run` (it starts the tuning runs' clients "
                   "itself); for remote clients, put the values a tuning.json chose into `algorithms`[/red]",

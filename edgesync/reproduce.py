@@ -268,7 +268,7 @@ def _measure_step_times(scenarios: list) -> None:
     (runtime/server_cost.py) — before experiments run side by side, so no experiment measures them while
     another one loads the cores (runtime/step_time.py)."""
     from edgesync.runtime.simulator import Simulator
-    from edgesync.tune import tuning_scenario
+    from edgesync.runtime.tuning import tuning_scenario
     seen = set()
     # a tuned experiment's grid points (momentum 0.5, 0.9, …) are entries of their own to calibrate
     for sc in [s for sc in scenarios for s in ([sc, tuning_scenario(sc)] if sc.tune else [sc])]:

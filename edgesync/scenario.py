@@ -9,7 +9,7 @@ read `FILE: key.path: problem (got VALUE)`.
 A number in the YAML that becomes a list (a client count) and a sweep (which multiplies whole
 scenarios) are bounded, and the bounds are checked before anything is built: `MAX_CLIENTS`,
 `MAX_SWEEP_VARIANTS`, `MAX_SWEEP_CLIENTS` below, and the tuning runs a `tune` grid asks for,
-`MAX_TUNE_RUNS`. `tune_points` expands a `tune` grid for one entry (`edgesync.tune` runs it).
+`MAX_TUNE_RUNS`. `tune_points` expands a `tune` grid for one entry (`edgesync.runtime.tuning` runs it).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile, Profile, TraceProfile, parse_profile
 from edgesync.emulation.traces import given_rows
 from edgesync.models import FIXED_INPUT_SIDE
-from edgesync.runtime.shard_plan import plan_for
+from edgesync.models.shard_plan import plan_for
 
 # Every registered algorithm's config, told apart by its `name` (pydantic's discriminated union).
 AlgorithmEntry = Annotated[Union[tuple(spec.config for spec in algorithms.specs())], Field(discriminator="name")]
@@ -322,7 +322,7 @@ class TuneStopSpec(Strict):
 
 
 class TuneSpec(Strict):
-    """Equal tuning (edgesync/tune.py): every entry tried at the same grid, chosen on validation data."""
+    """Equal tuning (edgesync/runtime/tuning.py): every entry tried at the same grid, chosen on validation data."""
 
     grid: dict[str, list[Any]] = Field(description="algorithm config key → values; each entry is "
                                        "tried at every combination of the keys its config has")
@@ -370,7 +370,7 @@ class Scenario(Strict):
     sharding: Literal["none", "layer", "memory"] = Field(
         "none", description="none: one coordinator holds the whole model; layer: `shards` parameter servers "
         "each own the same number of whole layers (LPS); memory: each owns the same number of parameters, "
-        "large layers split (MPS) (shat.txt §3.3; runtime/shard_plan.py)")
+        "large layers split (MPS) (shat.txt §3.3; models/shard_plan.py)")
     shards: int | None = Field(None, ge=1, le=MAX_SHARDS, description=f"parameter-server shards with sharding "
                                f"layer or memory; null = {DEFAULT_SHARDS}")
     coordinator_link: LinkSpec | None = Field(None, description="the link of each shard (of the coordinator, "
@@ -384,7 +384,7 @@ class Scenario(Strict):
     sweep: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key → values; each "
                                         "combination is a labelled sub-run (e.g. ssgd@clients=16)")
     tune: TuneSpec | None = Field(None, description="tune every entry on the same grid, on validation data, "
-                                  "before the runs (edgesync/tune.py)")
+                                  "before the runs (edgesync/runtime/tuning.py)")
 
     @field_validator("seeds")
     @classmethod

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles between edgesync's modules, and small runtime files.
+"""The package's shape: no import cycles between edgesync's modules or between its folders, no import against
+the layering docs/architecture.md documents ("Layers"), and small runtime files.
 
 The import graph is read from the source with `ast`, not by importing: every `import` and `from … import`
 anywhere in a module counts (at the top, inside functions, under `if TYPE_CHECKING:`), since each one is a
@@ -8,15 +9,45 @@ An edge goes to the module named: `import a.b.c` and `from a.b import c` (c a mo
 `from a.b import name` (a name defined in a/b/__init__.py) to a.b. The packages whose `__init__` Python
 runs on the way are not edges, as in import-linter: a package that imports its own submodules is the
 usual layout, not a cycle.
+
+Folders: inside each package, its direct children (subpackages and modules) import one another when a module
+inside one imports a module inside the other. A loop there is a loop between folders, even when the files
+form none (runtime/runs.py → tune.py → runtime/checkpoint.py, before tune.py moved into runtime: no file
+repeated, yet runtime and tune needed each other). At the top, `edgesync`'s children are its folders (`edgesync.runtime`) and its top-level modules
+(`edgesync.scenario`), each a folder of its own; LAYERS orders them.
 """
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "edgesync"
 ROOT = Path(__file__).resolve().parents[1]
 MAX_RUNTIME_FILE_LINES = 400
+SHOWN_LOCATIONS = 3  # a folder edge names this many of the imports that make it, then counts the rest
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    folders: tuple[str, ...]  # edgesync's children, without the "edgesync." prefix
+    linked: bool = False      # whether its folders may import one another (the cycle test still holds)
+
+
+# edgesync's folders, lowest layer first: a folder imports only from the layers below its own, and from its own
+# layer's folders where the layer is linked. docs/architecture.md ("Layers") gives the picture and the reasons.
+LAYERS = (
+    Layer("core", ("constants", "params", "trainer", "models", "data", "compression", "docs_block"), linked=True),
+    Layer("emulation", ("emulation",)),
+    Layer("wire and algorithms", ("transport", "algorithms")),  # the wire knows no algorithm, an algorithm no wire
+    Layer("metrics", ("metrics",)),
+    Layer("config", ("scenario", "sweep"), linked=True),
+    Layer("runtime", ("runtime",)),
+    Layer("front ends", ("flower", "reproduce")),
+    Layer("cli", ("cli",)),
+)
 
 
 def _modules(root: Path, package: str) -> dict[str, Path]:
@@ -61,6 +92,54 @@ def import_graph(root: Path = ROOT, package: str = PACKAGE) -> dict[str, dict[st
                 for target in _imported(node, module, path.name == "__init__.py", known):
                     edges.setdefault(target, f"{path.relative_to(root)}:{node.lineno}")
     return graph
+
+
+def packages(root: Path = ROOT, package: str = PACKAGE) -> list[str]:
+    """The package and every subpackage under it (the modules that are an `__init__.py`)."""
+    return [m for m, path in _modules(root, package).items() if path.name == "__init__.py"]
+
+
+def _child(module: str, package: str) -> str | None:
+    """The direct child of `package` that holds `module` (edgesync.runtime.runs → edgesync.runtime), or None
+    when `module` is not inside `package` (the package's own `__init__` included)."""
+    if not module.startswith(package + "."):
+        return None
+    return f"{package}.{module[len(package) + 1:].split('.')[0]}"
+
+
+def folder_graph(graph: dict[str, dict[str, str]], package: str = PACKAGE) -> dict[str, dict[str, str]]:
+    """`package`'s direct children → {child it imports → where ("file:line" of the imports that make the
+    edge)}: child A imports child B when a module inside A imports a module inside B."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for module, edges in graph.items():
+        a = _child(module, package)
+        if a is None:
+            continue
+        row = found.setdefault(a, {})
+        for target, where in edges.items():
+            b = _child(target, package)
+            if b is not None and b != a:
+                row.setdefault(b, []).append(where)
+    return {a: {b: _locations(wheres) for b, wheres in row.items()} for a, row in found.items()}
+
+
+def _locations(wheres: list[str]) -> str:
+    shown = sorted(wheres, key=lambda w: (w.rpartition(":")[0], int(w.rpartition(":")[2])))[:SHOWN_LOCATIONS]
+    more = len(wheres) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def layering_violations(folders: dict[str, dict[str, str]], layers: tuple[Layer, ...] = LAYERS,
+                        package: str = PACKAGE) -> list[str]:
+    """Each import of a folder from a higher layer, or from a sibling in an unlinked layer, named."""
+    rank = {f"{package}.{folder}": i for i, layer in enumerate(layers) for folder in layer.folders}
+    out = []
+    for a, edges in sorted(folders.items()):
+        for b, where in sorted(edges.items()):
+            low, high = layers[rank[a]], layers[rank[b]]
+            if rank[b] > rank[a] or (rank[b] == rank[a] and not low.linked):
+                out.append(f"{a} ({low.name}) imports {b} ({high.name}): {where}")
+    return out
 
 
 def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
@@ -130,6 +209,46 @@ def test_the_package_has_no_import_cycles():
     assert not found, "import cycles:\n  " + "\n  ".join(_describe(c, graph) for c in found)
 
 
+def test_no_folders_import_each_other_in_a_loop_at_any_level():
+    graph = import_graph()
+    found = []
+    for package in packages():
+        folders = folder_graph(graph, package)
+        found += [_describe(c, folders) for c in cycles(folders)]
+    assert not found, "import cycles between folders:\n  " + "\n  ".join(found)
+
+
+def test_no_folder_imports_against_the_layering():
+    violations = layering_violations(folder_graph(import_graph()))
+    assert not violations, ("imports against the layering (LAYERS; docs/architecture.md, Layers):\n  "
+                            + "\n  ".join(violations))
+
+
+def test_every_folder_has_one_layer():
+    # Prepare
+    placed = [f"{PACKAGE}.{folder}" for layer in LAYERS for folder in layer.folders]
+    children = {_child(m, PACKAGE) for m in _modules(ROOT, PACKAGE) if m != PACKAGE}
+    # Assert: a new folder or top-level module is placed on purpose; a name that left the package goes too
+    assert len(placed) == len(set(placed)), f"a folder in two layers: {sorted(placed)}"
+    assert sorted(children - set(placed)) == [], "folders in no layer: add each to LAYERS and docs/architecture.md"
+    assert sorted(set(placed) - children) == [], "layers name what edgesync does not hold"
+
+
+def test_the_docs_show_the_layers_in_order():
+    # Prepare: the Layers section of docs/architecture.md, its table's rows from the highest layer down
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Layers\s*$(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
+    assert section, "docs/architecture.md has no '## Layers' section"
+    rows = [line for line in section.group(1).splitlines() if line.startswith("| ") and "`" in line]
+    # Execute
+    documented = [(cells[1].strip(), re.findall(r"`([^`]+)`", cells[2]), cells[3].strip())
+                  for cells in (row.split("|") for row in rows)]
+    # Assert
+    assert documented == [(layer.name, [f + "/" if (ROOT / PACKAGE / f).is_dir() else f + ".py" for f in layer.folders],
+                           "yes" if layer.linked else "no" if len(layer.folders) > 1 else "—")
+                          for layer in reversed(LAYERS)]
+
+
 def test_the_graph_sees_every_kind_of_import(tmp_path):
     # Prepare: a small package with each kind of import statement
     files = {
@@ -169,6 +288,33 @@ def test_cycles_are_found_at_any_length_and_named():
     assert found == [["a", "b", "c", "a"], ["d", "e", "d"]]
     assert "a → b → c → a" in _describe(found[0], graph) and "(c.py:3)" in _describe(found[0], graph)
     assert cycles({"a": {"b": ""}, "b": {}}) == []
+
+
+def test_folder_edges_gather_their_imports_and_loops_between_folders_are_found():
+    # Prepare: modules whose files form no loop, while their folders a and b import each other
+    graph = {"p": {}, "p.a": {}, "p.a.x": {"p.b.y": "p/a/x.py:3"}, "p.a.z": {"p.a.x": "p/a/z.py:1"},
+             "p.b": {}, "p.b.y": {"p.c": "p/b/y.py:2"}, "p.b.w": {"p.a.z": "p/b/w.py:7"}, "p.c": {"p": "p/c.py:1"}}
+    # Execute
+    folders = folder_graph(graph, "p")
+    inside_a = folder_graph(graph, "p.a")
+    # Assert
+    assert cycles(graph) == []
+    assert folders == {"p.a": {"p.b": "p/a/x.py:3"}, "p.b": {"p.a": "p/b/w.py:7", "p.c": "p/b/y.py:2"}, "p.c": {}}
+    assert cycles(folders) == [["p.a", "p.b", "p.a"]]
+    assert "(p/b/w.py:7)" in _describe(cycles(folders)[0], folders)
+    assert inside_a == {"p.a.x": {}, "p.a.z": {"p.a.x": "p/a/z.py:1"}}  # one level down: its own children
+    assert _locations([f"f.py:{i}" for i in (10, 9, 2, 1, 3)]) == "f.py:1, f.py:2, f.py:3 and 2 more"
+
+
+def test_an_import_against_the_layering_is_named():
+    # Prepare: low < mid (unlinked: m1, m2 independent) < top (linked)
+    layers = (Layer("low", ("l",)), Layer("mid", ("m1", "m2")), Layer("top", ("t1", "t2"), linked=True))
+    folders = {"p.l": {"p.m1": "p/l.py:4"}, "p.m1": {"p.l": "p/m1.py:1", "p.m2": "p/m1.py:2"}, "p.m2": {},
+               "p.t1": {"p.t2": "p/t1.py:1", "p.l": "p/t1.py:2"}, "p.t2": {}}
+    # Execute
+    found = layering_violations(folders, layers, "p")
+    # Assert: upwards and between independent siblings are refused; down and between linked siblings are not
+    assert found == ["p.l (low) imports p.m1 (mid): p/l.py:4", "p.m1 (mid) imports p.m2 (mid): p/m1.py:2"]
 
 
 def test_no_runtime_file_is_longer_than_400_lines():

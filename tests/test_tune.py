@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from edgesync.metrics.tuning_report import tuning_section
+from edgesync.runtime.tuning import apply_choice, choose, entry_grids, run_counts, selection, tunes, tuning_scenario
 from edgesync.scenario import MAX_TUNE_RUNS, ScenarioError, load_scenario, scenario_from_dict, tune_points
-from edgesync.tune import apply_choice, choose, entry_grids, run_counts, selection, tunes, tuning_scenario
 
 FOUR = [{"name": "asgd", "lr": 0.05},
         {"name": "gd_async", "lr": 0.05, "rate": 0.01},

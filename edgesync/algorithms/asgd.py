@@ -13,7 +13,6 @@ from typing import Literal
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec
 from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.registry import register
 
 
 class ASGDConfig(AlgorithmConfig):
@@ -24,7 +23,7 @@ class ASGDServer(AsyncServer):
     config: ASGDConfig
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="asgd", config=ASGDConfig, server=ASGDServer, client=GradientClient,
     family="asynchronous", paper="Asynchronous parameter-server SGD (survey §3.3.2)",
-))
+)

@@ -27,7 +27,6 @@ from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Instruction, Update
 from edgesync.algorithms.momentum_asgd import DCASGDConfig, MomentumConfig, MultiASGDServer, delay_compensate
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import GRAD_RMS, rms
 
 
@@ -84,9 +83,9 @@ class DanaSlimClient(GradientClient):
 
 
 PAPER = "DANA (Hakimi et al. 2019), dana.txt"
-ZERO_SPEC = register(AlgorithmSpec(name="dana_zero", config=DanaZeroConfig, server=DanaZeroServer,
-                                   client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.1, Alg. 3"))
-SLIM_SPEC = register(AlgorithmSpec(name="dana_slim", config=DanaSlimConfig, server=AsyncServer,
-                                   client=DanaSlimClient, family="asynchronous", paper=f"{PAPER} §4.2, Alg. 4"))
-DC_SPEC = register(AlgorithmSpec(name="dana_dc", config=DanaDCConfig, server=DanaDCServer,
-                                 client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.3, Alg. 9"))
+ZERO_SPEC = AlgorithmSpec(name="dana_zero", config=DanaZeroConfig, server=DanaZeroServer,
+                          client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.1, Alg. 3")
+SLIM_SPEC = AlgorithmSpec(name="dana_slim", config=DanaSlimConfig, server=AsyncServer,
+                          client=DanaSlimClient, family="asynchronous", paper=f"{PAPER} §4.2, Alg. 4")
+DC_SPEC = AlgorithmSpec(name="dana_dc", config=DanaDCConfig, server=DanaDCServer,
+                        client=GradientClient, family="asynchronous", paper=f"{PAPER} §4.3, Alg. 9")

@@ -31,7 +31,6 @@ from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec
 from edgesync.algorithms.dgs import DGSClient, DGSServer, SparseAsyncConfig
-from edgesync.algorithms.registry import register
 from edgesync.compression.topk import select
 
 
@@ -73,7 +72,7 @@ class DGCAsyncClient(DGSClient):
         return v, idx
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="dgc_async", config=DGCAsyncConfig, server=DGSServer, client=DGCAsyncClient, family="asynchronous",
     paper="Deep gradient compression (Lin et al. 2018) with DGS's model-difference download, dgs.txt's DGC-async",
-))
+)

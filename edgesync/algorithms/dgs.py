@@ -64,7 +64,6 @@ from pydantic import Field
 
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import GRAD_RMS, rms
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
@@ -317,7 +316,7 @@ class DGSClient(ClientAlgorithm):
         self.memory = state
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="dgs", config=DGSConfig, server=DGSServer, client=DGSClient, family="asynchronous",
     paper="DGS (Yan), dual-way sparsification with SAMomentum, dgs.txt Alg. 2–3",
-))
+)

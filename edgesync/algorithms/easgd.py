@@ -30,7 +30,6 @@ from pydantic import Field
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import GRAD_RMS, gap, rms
 from edgesync.algorithms.warmup import WarmupConfig
 
@@ -111,7 +110,7 @@ class EASGDClient(ClientAlgorithm):
         self.theta, self.buffers = state.get("theta"), state.get("buffers")
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="easgd", config=EASGDConfig, server=EASGDServer, client=EASGDClient, family="asynchronous",
     paper="EASGD (Zhang et al. 2015), asynchronous, as in the survey §3.3.5 (Eq. 1, Fig. 10)",
-))
+)

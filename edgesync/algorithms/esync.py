@@ -33,7 +33,6 @@ from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
-from edgesync.algorithms.registry import register
 from edgesync.trainer import StepAborted
 
 
@@ -195,7 +194,7 @@ class ESyncClient(ClientAlgorithm):
         self.capability = self.ctx.now() - t_s + (self.rtt if self.config.mode == "nonblocking" else 0.0)
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="esync", config=ESyncConfig, server=ESyncServer, client=ESyncClient,
     family="synchronous", paper="ESync (Li, Zhou, Yu): esync.txt Alg. 1–2, §4.2", without_queries="esync_budget",
-))
+)

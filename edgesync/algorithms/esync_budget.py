@@ -30,7 +30,6 @@ from pydantic import Field
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Update
 from edgesync.algorithms.esync import ESyncKeys
 from edgesync.algorithms.local_sgd import DeltaServer, LocalRound
-from edgesync.algorithms.registry import register
 
 
 class ESyncBudgetConfig(ESyncKeys):
@@ -111,7 +110,7 @@ class ESyncBudgetClient(ClientAlgorithm):
         return update
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="esync_budget", config=ESyncBudgetConfig, server=ESyncBudgetServer, client=ESyncBudgetClient,
     family="synchronous", paper="ESync (Li, Zhou, Yu): esync.txt Alg. 1–2, decided per round",
-))
+)

@@ -40,7 +40,6 @@ from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.gradient_client import model_instruction
 from edgesync.algorithms.local_sgd import LocalRound
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import GRAD_RMS
 
 Staleness = Literal["polynomial", "hinge", "constant"]
@@ -111,7 +110,7 @@ class LocalStepsClient(ClientAlgorithm):
         return update
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="fedasync", config=FedAsyncConfig, server=FedAsyncServer, client=LocalStepsClient,
     family="asynchronous", paper="FedAsync (Xie, Koyejo, Gupta 2019, Asynchronous Federated Optimization)",
-))
+)

@@ -42,7 +42,6 @@ from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, Instruction, Send, Update
 from edgesync.algorithms.fedasync import LocalStepsClient
 from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import raw_gradient_rms, staleness_fields
 
 
@@ -112,8 +111,8 @@ def _add(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Te
     return x * weight if total is None else total.add_(x, alpha=weight)
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="fedbuff", config=FedBuffConfig, server=FedBuffServer, client=FedBuffClient,
     family="asynchronous", paper="FedBuff (Nguyen et al. 2022, Federated Learning with Buffered Asynchronous "
                                  "Aggregation)",
-))
+)

@@ -21,7 +21,6 @@ from typing import Literal
 
 from edgesync.algorithms.base import AlgorithmSpec
 from edgesync.algorithms.dgs import DGSClient, DGSServer, SparseAsyncConfig, samomentum_step
-from edgesync.algorithms.registry import register
 
 
 class GDAsyncConfig(SparseAsyncConfig):
@@ -38,7 +37,7 @@ class GDAsyncClient(DGSClient):
         return r, idx
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="gd_async", config=GDAsyncConfig, server=DGSServer, client=GDAsyncClient, family="asynchronous",
     paper="Gradient dropping (Aji & Heafield 2017) with DGS's model-difference download, dgs.txt's GD-async",
-))
+)

@@ -14,7 +14,6 @@ import torch
 from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundConfig, RoundServer
 from edgesync.algorithms.staleness import rms
 from edgesync.trainer import Interrupt
@@ -118,7 +117,7 @@ class LocalSGDClient(ClientAlgorithm):
         return session.finish()
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="local_sgd", config=LocalSGDConfig, server=DeltaServer, client=LocalSGDClient,
     family="synchronous", paper="Local SGD / FedAvg (McMahan et al. 2017; survey §3.3)",
-))
+)

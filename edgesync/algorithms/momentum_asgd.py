@@ -25,7 +25,6 @@ from pydantic import Field
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Update
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
 
 
@@ -137,10 +136,10 @@ class DCASGDServer(MultiASGDServer):
 
 
 PAPER = "DANA (Hakimi et al. 2019), dana.txt App. B.1"
-NAG_SPEC = register(AlgorithmSpec(name="nag_asgd", config=NAGASGDConfig, server=NAGASGDServer,
-                                  client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 6"))
-MULTI_SPEC = register(AlgorithmSpec(name="multi_asgd", config=MultiASGDConfig, server=MultiASGDServer,
-                                    client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 7"))
-DC_SPEC = register(AlgorithmSpec(name="dc_asgd", config=DCASGDConfig, server=DCASGDServer,
-                                 client=GradientClient, family="asynchronous",
-                                 paper=f"DC-ASGD (Zheng et al. 2017) as in {PAPER} Alg. 8"))
+NAG_SPEC = AlgorithmSpec(name="nag_asgd", config=NAGASGDConfig, server=NAGASGDServer,
+                         client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 6")
+MULTI_SPEC = AlgorithmSpec(name="multi_asgd", config=MultiASGDConfig, server=MultiASGDServer,
+                           client=GradientClient, family="asynchronous", paper=f"{PAPER} Alg. 7")
+DC_SPEC = AlgorithmSpec(name="dc_asgd", config=DCASGDConfig, server=DCASGDServer,
+                        client=GradientClient, family="asynchronous",
+                        paper=f"DC-ASGD (Zheng et al. 2017) as in {PAPER} Alg. 8")

@@ -49,7 +49,6 @@ from pydantic import Field, field_validator
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.staleness import GRAD_RMS, rms
 from edgesync.algorithms.warmup import WarmupConfig
 
@@ -224,10 +223,10 @@ class SHATClient(ClientAlgorithm):
 
 
 PAPER = "SHAT (Ko & Kim 2022), shat.txt"
-SHAT_SPEC = register(AlgorithmSpec(name="shat", config=SHATConfig, server=SHATServer, client=SHATClient,
-                                   family="asynchronous", paper=f"{PAPER} §3.2–3.3, Eq. 3–4, Alg. 1"))
-ROOT_SPEC = register(AlgorithmSpec(name="shat_root", config=SHATRootConfig, server=SHATRootServer,
-                                   client=SHATClient, family="asynchronous", paper=f"{PAPER} §4.1.2 (SHAT-root)"))
-ENSEMBLE_SPEC = register(AlgorithmSpec(name="ensemble", config=EnsembleConfig, server=EnsembleServer,
-                                       client=SHATClient, family="asynchronous",
-                                       paper=f"{PAPER} §4.1.2 (ENSEMBLE, α = 0)"))
+SHAT_SPEC = AlgorithmSpec(name="shat", config=SHATConfig, server=SHATServer, client=SHATClient,
+                          family="asynchronous", paper=f"{PAPER} §3.2–3.3, Eq. 3–4, Alg. 1")
+ROOT_SPEC = AlgorithmSpec(name="shat_root", config=SHATRootConfig, server=SHATRootServer,
+                          client=SHATClient, family="asynchronous", paper=f"{PAPER} §4.1.2 (SHAT-root)")
+ENSEMBLE_SPEC = AlgorithmSpec(name="ensemble", config=EnsembleConfig, server=EnsembleServer,
+                              client=SHATClient, family="asynchronous",
+                              paper=f"{PAPER} §4.1.2 (ENSEMBLE, α = 0)")

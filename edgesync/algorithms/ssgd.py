@@ -13,7 +13,6 @@ from pydantic import Field
 
 from edgesync.algorithms.base import AlgorithmSpec
 from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.rounds import RoundConfig, RoundServer
 
 
@@ -44,7 +43,7 @@ class SSGDServer(RoundServer):
         self.velocity = tensors.get("velocity")
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="ssgd", config=SSGDConfig, server=SSGDServer, client=GradientClient,
     family="synchronous", paper="Bulk-synchronous parallel SGD (survey §3.3.1)",
-))
+)

@@ -23,7 +23,6 @@ from pydantic import Field
 from edgesync.algorithms.async_server import AsyncServer
 from edgesync.algorithms.gradient_client import GradientClient
 from edgesync.algorithms.base import AlgorithmSpec, Send, Update
-from edgesync.algorithms.registry import register
 from edgesync.algorithms.warmup import WarmupConfig
 
 
@@ -71,7 +70,7 @@ class SSPServer(AsyncServer):
         return self.clock[client] - slowest > self.config.staleness
 
 
-SPEC = register(AlgorithmSpec(
+SPEC = AlgorithmSpec(
     name="ssp", config=SSPConfig, server=SSPServer, client=GradientClient, family="asynchronous",
     paper="Stale synchronous parallel (Ho et al. 2013; survey §3.3.4)",
-))
+)

@@ -126,7 +126,7 @@ def serve(grid: Grid, context: Context, app_dir: Path) -> Path:
     """Run the scenario the run config names over `grid`; returns the run folder."""
     cfg = run_config(context)
     scenario = flower_scenario(load_run_scenario(cfg, app_dir), str(cfg["esync-budget"]))
-    from edgesync.tune import tunes
+    from edgesync.runtime.tuning import tunes
     if tunes(scenario):
         raise ValueError(f"{cfg['scenario']}: tune: runs with `edgesync run`, not on Flower; put the values a "
                          "tuning.json chose into `algorithms`")

@@ -33,7 +33,7 @@ Links are not emulated over Flower (`set_link` does nothing): shape real links w
 
 While an algorithm runs, every message carries its start as a wall-clock time (`start_clock`; records.py), from
 which a ClientApp reads the algorithm's clock (availability, device traces); a reply is stamped with its creation
-on that clock (its `clock`), from which the coordinator's queueing delay of it runs (coordinator_load.py).
+on that clock (its `clock`), from which the coordinator's queueing delay of it runs (metrics/coordinator_load.py).
 A SuperNode cannot ask to come back, so a node offline by its availability comes back when its online time
 comes: `returning` (set by the coordinator) names those nodes, and `recv` hands the coordinator the HELLO the
 node answered when it joined (the node is known: a query.hello round trip, a ClientApp process, would only
@@ -207,7 +207,7 @@ class GridSocket:
                 if hello and isinstance(msg, Message) and msg.type == T.HELLO:
                     self.hello_meta[peer] = dict(msg.meta)
             if isinstance(msg, Message) and self.epoch is not None:  # when the node built it: its queueing delay
-                msg.clock = reply.metadata.created_at - self.epoch  # runs from there (coordinator_load.py)
+                msg.clock = reply.metadata.created_at - self.epoch  # runs from there (metrics/coordinator_load.py)
             self.inbox.append((peer, msg))
             self._note_failure(peer, msg)
             if self.queued[peer]:

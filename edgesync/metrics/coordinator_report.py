@@ -1,12 +1,12 @@
 """report.md's Coordinator load section, and the warning near the top when the coordinator was an entry's
-bottleneck: from the summary's figures (metrics/summary.py, from coordinator.jsonl; runtime/coordinator_load.py).
+bottleneck: from the summary's figures (metrics/summary.py, from coordinator.jsonl; metrics/coordinator_load.py).
 
 A folder from before coordinator.jsonl has none of these figures: the section is left out, as it was.
 """
 from __future__ import annotations
 
 from edgesync.metrics.formatting import NONE, RunData, code, md_table, num
-from edgesync.runtime.coordinator_load import BOTTLENECK_SHARE, SATURATED_BUSY, SATURATION_WINDOW_S
+from edgesync.metrics.coordinator_load import BOTTLENECK_SHARE, SATURATED_BUSY, SATURATION_WINDOW_S
 
 
 def has_coordinator_load(run: RunData) -> bool:

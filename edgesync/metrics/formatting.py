@@ -26,7 +26,7 @@ class RunData:
     target_acc: float | None
     virtual_time: bool                     # the simulator's clock, not the wall clock
     updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
-    tuning: dict | None = None             # tuning.json of a tuned run (edgesync/tune.py)
+    tuning: dict | None = None             # tuning.json of a tuned run (edgesync/runtime/tuning.py)
 
     @property
     def on_validation(self) -> bool:

@@ -5,7 +5,7 @@ A run folder holds
     scenario.yaml    the resolved scenario, written once at the start
     metrics.jsonl    one JSON object per evaluation (label, time_s, updates, samples, test_acc, ...)
     clients.jsonl    one JSON object per (label, client) when an algorithm ends
-    coordinator.jsonl  one JSON object per label when it ends: the coordinator's load (runtime/coordinator_load.py)
+    coordinator.jsonl  one JSON object per label when it ends: the coordinator's load (metrics/coordinator_load.py)
     summary.json     written atomically at the end (see `edgesync.metrics.summary.summarize`)
     report.md        and plots/*.png, written by `edgesync.metrics.report.render_report`
     tensorboard/     with `tensorboard=True` (`output.tensorboard`): the same rows as TensorBoard event
@@ -42,7 +42,7 @@ CLIENTS_FILE = "clients.jsonl"
 COORDINATOR_FILE = "coordinator.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
-TUNING_FILE = "tuning.json"  # a tuned run (edgesync/tune.py): every point's validation figure, each entry's choice
+TUNING_FILE = "tuning.json"  # a tuned run (runtime/tuning.py): every point's validation figure, each entry's choice
 TUNING_DIR = "tuning"        # … and the tuning runs' own run folder
 PLOTS_DIR = "plots"
 

@@ -26,7 +26,7 @@ and, from the label's rows of updates.jsonl (asynchronous algorithms: one row pe
     mean_gap_first_n,
     mean_gap_normalized_first_n  means of `gap` and `gap_normalized` over those N rows
 
-and, from the label's row of coordinator.jsonl (the coordinator's load; runtime/coordinator_load.py; None
+and, from the label's row of coordinator.jsonl (the coordinator's load; metrics/coordinator_load.py; None
 for a folder without one; with several, e.g. a resumed entry's, the one over the longest span),
 
     coordinator_utilisation      the coordinator's busy time / the entry's run

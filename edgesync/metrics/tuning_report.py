@@ -1,4 +1,4 @@
-"""report.md's "Tuning" section, from a tuned run folder's tuning.json (edgesync/tune.py writes it).
+"""report.md's "Tuning" section, from a tuned run folder's tuning.json (edgesync/runtime/tuning.py writes it).
 
 It says how the values were chosen (grid, metric, validation set, tuning seed and stop rules), what
 each entry got, and every point's validation figure, so a reader can see that the baselines were

@@ -24,10 +24,10 @@ from typing import Callable, ClassVar
 from edgesync import algorithms
 from edgesync.algorithms.base import AlgorithmConfig, Population, Send, ServerAlgorithm, Update
 from edgesync.constants import NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S
+from edgesync.metrics.coordinator_load import LiveLoad, record_load
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.accounting import AlgorithmAccount
 from edgesync.runtime.checkpoint import Checkpointer
-from edgesync.runtime.coordinator_load import LiveLoad, record_load
 from edgesync.runtime.evaluator import Evaluator, Snapshot
 from edgesync.runtime.live_availability import CoordinatorAvailability
 from edgesync.runtime.membership import Membership, RunAborted

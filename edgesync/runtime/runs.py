@@ -181,7 +181,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
                      checkpoints=checkpoints, curve=curve)
 
     checkpointed = scenario.runtime == "live"
-    from edgesync.tune import tune_entries, tunes
+    from edgesync.runtime.tuning import tune_entries, tunes
     if tunes(scenario):  # the tuning runs first, into RUN_DIR/tuning/
         if resume and overwrite:
             raise RunFolderExists("resume or overwrite, not both")

@@ -21,7 +21,7 @@ import torch
 
 from edgesync.algorithms.base import AlgorithmConfig, ModelState, ServerAlgorithm
 from edgesync.constants import READY_TIMEOUT_S
-from edgesync.runtime.shard_plan import ShardPlan, plan_for
+from edgesync.models.shard_plan import ShardPlan, plan_for
 from edgesync.runtime.shard_slices import sliced_state
 from edgesync.scenario import Scenario
 from edgesync.transport.protocol import LEAD_TYPES, Message, MessageType as T

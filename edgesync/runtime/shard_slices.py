@@ -1,4 +1,4 @@
-"""Messages of a sharded coordinator cut into slices and put back together (shard_plan.py's bounds).
+"""Messages of a sharded coordinator cut into slices and put back together (models/shard_plan.py's bounds).
 
 Shard j owns params[lo_j:hi_j]. A message's tensors are cut so:
 - a dense tensor of the model's length (θ, a gradient, a delta) → its slice [lo_j:hi_j] for shard j;

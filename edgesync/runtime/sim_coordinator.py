@@ -12,7 +12,7 @@ What an event costs (server_cost.py): `model` charges the costs measured once pe
 per event; `measured` does the real work (frames decoded and checked, replies encoded) and charges its
 wall time; `zero` charges nothing (the idealised coordinator).
 
-Its load (`finish`, coordinator_load.py): busy while it charges; each message's queueing delay from its arrival
+Its load (`finish`, metrics/coordinator_load.py): busy while it charges; each message's queueing delay from its arrival
 (after its links) to the coordinator's start on it. With `zero` it is never busy and nothing waits.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from edgesync.algorithms.base import ModelState, Send, ServerAlgorithm, Update
 from edgesync.emulation.links import Link
+from edgesync.metrics.coordinator_load import record_load
 from edgesync.runtime.accounting import AlgorithmAccount
-from edgesync.runtime.coordinator_load import record_load
 from edgesync.runtime.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
 from edgesync.runtime.sim_ring import wire_size
 from edgesync.runtime.sim_shards import Shards

@@ -1,7 +1,7 @@
 """The simulator's coordinator side as K parameter-server shards, each with its own thread and link.
 
 One shard with an unlimited link is the single coordinator of sim_coordinator.py. With `shards: K` each
-shard owns a slice of the parameters (shard_plan.py) and serves its part of every update and every
+shard owns a slice of the parameters (models/shard_plan.py) and serves its part of every update and every
 instruction: its work is the coordinator's cost times its share of the parameters, and its part of a
 message, that share of the bytes, crosses its own link (`coordinator_link`: the server machine's NIC,
 one FIFO per direction). Shards work in parallel; each serves the parts it receives in arrival order.
@@ -18,7 +18,7 @@ How an update goes (a fork and a join):
 A query (ESync's State Server) and its reply are the lead's (shard 0's) alone. Not modelled: the few
 hundred bytes of header each part adds, and per-message costs that do not scale with its size.
 
-Each shard's load (coordinator_load.py): busy from its start on a message until its last part is encoded,
+Each shard's load (metrics/coordinator_load.py): busy from its start on a message until its last part is encoded,
 and each part's wait from its arrival in the shard to that start; the run reports the busiest shard's.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 
 from edgesync.constants import TIME_GRID_DIGITS
 from edgesync.emulation.links import Link, LinkChannel
-from edgesync.runtime.coordinator_load import CoordinatorLoad
+from edgesync.metrics.coordinator_load import CoordinatorLoad
 
 
 class Shards:

@@ -38,13 +38,13 @@ from edgesync.emulation.availability import Schedule
 from edgesync.emulation.links import LinkChannel
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.models import build_model
+from edgesync.models.shard_plan import plan_for
 from edgesync.runtime.allocator import release_free_memory, tune_allocator
 from edgesync.runtime.accounting import TIME_DIGITS, AlgorithmAccount, client_totals
 from edgesync.runtime.evaluator import evaluate_state
 from edgesync.runtime.progress import Progress
 from edgesync.runtime.server_calibration import cached_or_calibrated
 from edgesync.runtime.server_cost import CostSamples
-from edgesync.runtime.shard_plan import plan_for
 from edgesync.runtime.sim_coordinator import VirtualCoordinator
 from edgesync.runtime.sim_process import ClientProcess, EagerContext
 from edgesync.runtime.sim_queries import QueryingClients

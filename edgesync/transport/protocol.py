@@ -38,7 +38,7 @@ follower shard, which sends it TRAIN parts: the same messages on a slice of the 
 end (when it was sent, plus its time on an emulated link). The coordinator stamps every message it sends while
 an algorithm runs; clients follow time-varying emulation (traces, availability) on it (run_clock.py). A client
 that has heard it stamps what it sends with its estimate of it: the coordinator's queueing delay of an update
-runs from there (runtime/coordinator_load.py).
+runs from there (metrics/coordinator_load.py).
 
 Any frame that fails these checks raises `ProtocolError`; the coordinator answers it with ERROR and
 goes on serving everyone else.

@@ -10,7 +10,7 @@ emulated arrival time while `recv` waits (pacing.py).
 While an algorithm runs, both ends stamp what they send with its clock at the message's emulated arrival
 (`clock`): the coordinator its own (`start_clock`), a client its estimate of it (a `RunClock`, once known).
 The coordinator notes when it took each message off its socket (`taken_at`): its queueing delay is the
-difference (runtime/coordinator_load.py).
+difference (metrics/coordinator_load.py).
 
 With keys (security.py) both sockets speak CURVE: encrypted, and the coordinator admits only the
 client keys of its allow-list. The coordinator then has its own zmq.Context, which carries the ZAP

@@ -41,7 +41,7 @@ def test_esync_names_esync_budget_as_its_stand_in_where_clients_cannot_query():
 
 def test_a_querying_algorithm_without_a_stand_in_is_refused_by_name(monkeypatch):
     spec = algorithms.get("esync")
-    monkeypatch.setitem(algorithms.registry._REGISTRY, "esync",
+    monkeypatch.setitem(algorithms.registry._BY_NAME, "esync",
                         algorithms.AlgorithmSpec(spec.name, spec.config, spec.server, spec.client, spec.family))
     with pytest.raises(ValueError, match="esync: its client half queries the server mid-instruction"):
         without_queries(ESyncConfig())

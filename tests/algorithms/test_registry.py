@@ -4,8 +4,11 @@ The smoke run passes every message through the wire format (`Message.to_frames` 
 bytes in between), so each half sees what it would see under the live runtime: fresh tensors that
 are views of received buffers.
 """
+import importlib
+import pkgutil
 import time
 from collections import deque
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,15 +44,36 @@ def test_builtin_names_are_registered():
     assert algorithms.get("asgd").family == "asynchronous"
 
 
-def test_registering_a_name_twice_is_refused():
+def test_listing_a_name_twice_is_refused():
     # Prepare
     spec = algorithms.get("ssgd")
     clone = AlgorithmSpec(name="ssgd", config=spec.config, server=spec.server, client=spec.client,
                           family=spec.family)
     # Execute / Assert
     with pytest.raises(ValueError, match="'ssgd' is registered twice"):
-        registry.register(clone)
+        registry.by_name((spec, clone))
     assert registry.get("ssgd") is spec
+
+
+def test_every_spec_an_algorithm_module_defines_is_in_the_list():
+    # Prepare: every module of edgesync/algorithms, imported, and the specs each defines at its top level
+    defined = []
+    for info in pkgutil.iter_modules([str(Path(algorithms.__file__).parent)]):
+        module = importlib.import_module(f"edgesync.algorithms.{info.name}")
+        defined += [(f"{info.name}.{attr}", value) for attr, value in vars(module).items()
+                    if isinstance(value, AlgorithmSpec)]
+    # Execute
+    missing = [where for where, spec in defined if not any(spec is listed for listed in registry.SPECS)]
+    # Assert: forgetting one in SPECS fails here, not as "unknown algorithm" in a user's run
+    assert not missing, f"AlgorithmSpecs not in edgesync/algorithms/registry.py's SPECS: {missing}"
+    assert len({id(spec) for _, spec in defined}) == len(registry.SPECS)
+
+
+def test_registration_is_the_list_not_an_import_side_effect():
+    # Assert: no algorithm module registers itself; the names come from SPECS, in its order
+    for path in sorted(Path(algorithms.__file__).parent.glob("*.py")):
+        assert "register(" not in path.read_text(encoding="utf-8"), f"{path.name} registers by import"
+    assert algorithms.names() == [spec.name for spec in registry.SPECS]
 
 
 def test_every_config_names_itself():

@@ -114,7 +114,7 @@ def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
     fast, slow = (sum(u["client"] == c for u in updates) for c in (0, 1))
     assert fast > slow >= 1
     assert all(c["steps"] >= 1 for c in clients)
-    # the coordinator's load: every update timed from when its node built the reply (coordinator_load.py)
+    # the coordinator's load: every update timed from when its node built the reply (metrics/coordinator_load.py)
     (load,) = read_jsonl(tmp_path / "run" / "coordinator.jsonl")
     assert load["updates"] >= 10 and load["delays"] == load["updates"] and 0.0 < load["utilisation"] <= 1.0
     assert 0.0 <= load["queue_delay_mean_s"] <= load["queue_delay_max_s"]

@@ -1,4 +1,4 @@
-"""The coordinator's load (runtime/coordinator_load.py): its busy time, queueing delays, updates served and
+"""The coordinator's load (metrics/coordinator_load.py): its busy time, queueing delays, updates served and
 saturation, worked out by hand in the simulator, shown when it saturates, zero when it costs nothing, and
 measured live over real sockets."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from edgesync.metrics.coordinator_load import DELAY_RESERVOIR, CoordinatorLoad
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.metrics.report import render_report
-from edgesync.runtime.coordinator_load import DELAY_RESERVOIR, CoordinatorLoad
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 

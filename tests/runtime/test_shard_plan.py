@@ -6,8 +6,8 @@ import torch
 
 from edgesync.emulation.links import Link
 from edgesync.models import build_model
+from edgesync.models.shard_plan import layer_sizes, model_plan, plan
 from edgesync.params import get_params
-from edgesync.runtime.shard_plan import layer_sizes, model_plan, plan
 from edgesync.runtime.sim_shards import Shards
 
 

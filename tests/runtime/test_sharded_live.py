@@ -16,9 +16,9 @@ from edgesync import algorithms
 from edgesync.algorithms.base import ModelState, Population, Update
 from edgesync.flower.lab import free_ports
 from edgesync.metrics.recorder import read_jsonl
+from edgesync.models.shard_plan import plan
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.shard_lead import ShardLead
-from edgesync.runtime.shard_plan import plan
 from edgesync.runtime.shard_server import ShardServer
 from edgesync.scenario import scenario_from_dict
 from edgesync.transport import protocol

@@ -7,8 +7,8 @@ import torch
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
+from edgesync.models.shard_plan import model_plan
 from edgesync.runtime.runs import run_scenario
-from edgesync.runtime.shard_plan import model_plan
 from edgesync.scenario import ScenarioError, scenario_from_dict
 from edgesync.transport import protocol
 

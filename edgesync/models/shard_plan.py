@@ -23,6 +23,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from edgesync.models import build_model
+
 Sharding = Literal["layer", "memory"]
 SHARDINGS: tuple[str, ...] = ("layer", "memory")
 
@@ -88,8 +90,6 @@ def model_plan(model: nn.Module, shards: int, how: Sharding, name: str = "the mo
 def plan_for(model_name: str, shards: int, how: str, num_classes: int = 10, in_channels: int = 1) -> ShardPlan:
     """The plan for a scenario's model (built on no memory: only its layers' sizes are read); one shard
     owns everything when `shards` is 1, whatever `how` says."""
-    from edgesync.models import build_model  # here: models import nothing of the runtime
-
     with torch.device("meta"):
         model = build_model(model_name, num_classes=num_classes, in_channels=in_channels)
     return model_plan(model, shards, how, f"model {model_name}")
