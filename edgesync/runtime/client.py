@@ -8,19 +8,16 @@ With CURVE keys (transport/security.py) the link is encrypted and the coordinato
 client's key; a refusal ends the client with a ClientFailed that says what to fix.
 
 Availability (a scenario's `availability:`): the client follows its own schedule on the algorithm's clock
-(device_schedule.py). When it goes offline — between steps, or inside a throttled step's sleep — the
-instruction it was running is lost, its socket is closed with whatever it still held unsent, and it waits
-until the coordinator takes it back, asking on a new socket now and then (offline_device.py: the next
-algorithm may have begun); then it is set up afresh. A device trace's factor is taken at each step's
-start on that clock.
+(device_schedule.py). Gone offline (between steps, or inside a throttled step's sleep), it loses the
+instruction it was running and closes its socket with whatever it held unsent; it waits until the
+coordinator takes it back, asking on a new socket now and then (offline_device.py: the next algorithm may
+have begun), and is set up afresh. A device trace's factor is taken at each step's start on that clock.
 
-Liveness: after a second without sending anything — idle, or inside a long (throttled) step — the
-client sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (the scenario's
-faults.client_timeout_s) it is presumed gone: the client reconnects with a new socket, with
-exponential backoff, and asks for its old rank again (a coordinator resumed with `--resume`, or one
-that dropped this client, takes it back). That silence is counted only while the client listens: a
-process stopped for a while (Ctrl-Z, SIGSTOP) first says it is alive on its socket, which the
-coordinator takes back at once, rather than reconnecting as a second client of its rank.
+Liveness: after a second without sending anything (idle, or inside a long throttled step) the client
+sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (faults.client_timeout_s) it
+is presumed gone: the client reconnects on a new socket with exponential backoff and asks for its old rank
+(a coordinator resumed with `--resume`, or one that dropped it, takes it back). That silence counts only
+while the client listens: a process stopped for a while (SIGSTOP) first says it is alive on its socket.
 """
 from __future__ import annotations
 
@@ -225,6 +222,9 @@ class EdgeClient:
                 return msg
             if msg.type == T.ERROR and msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client on reconnecting: {msg.meta.get('reason')}")
+            if msg.type == T.ERROR:  # refused for now (between algorithms): ask again soon, not after the wait
+                time.sleep(min(RECONNECT_FIRST_S, max(0.0, deadline - time.monotonic())))
+                sock.send(self.hello())
         return None
 
     def _handle(self, sock: ClientSocket, msg: Message) -> bool:

@@ -155,6 +155,13 @@ class Membership:
         up_seed, down_seed = self.scenario.link_seeds(rank)  # as the simulator's: the same jitter and losses
         self.sock.send(identity, protocol.welcome(rank, want, self.scenario.name, asdict(up), up_seed,
                                                   self.scenario.faults.client_timeout_s))
+        if identity in self.sock.unreachable:
+            # Its HELLO waited here (a coordinator still starting, e.g. resuming) longer than the client waited
+            # for WELCOME: it has closed that socket and says HELLO again on a new one. Admitting the closed
+            # one would hold its rank for a dead connection, refuse the live one, and lose the client.
+            self.forget(rank)
+            log.info("client %d's HELLO came on a connection it has since closed: waiting for its next", rank)
+            return
         self.liveness.seen(rank)
         self.sock.set_link(identity, down, down_seed)
         log.info("client %d joined from %s (%s, profile %s, link up %s, down %s)", rank, info.get("host"),
