@@ -171,22 +171,16 @@ def test_a_node_without_updates_in_an_algorithm_reports_none_of_the_previous_one
             assert made == 0 and not c["steps"], c
 
 
-def test_a_killed_serverapp_resumes_its_run_folder(fake_grid, tmp_path, monkeypatch):
-    """The ServerApp's run folder is set up like every command's (runtime/runs.py), checkpoint included:
-    killed after `b` trained but before it finished, `resume=true` skips `a` and goes on with `b` from
-    its checkpoint, its rows unique and its clock monotonic."""
+def served_until_b_fails(fake_grid, tmp_path, monkeypatch, scenario: dict):
+    """Serve `scenario` (entries `a` and `b`) on the fake grid with a power cut after `b`'s final row (in the
+    hook that runs before END); returns the run folder and a function that serves it again with resume=true."""
     import yaml
     from flwr.app import Context, RecordDict
     from edgesync.flower import coordinator as flower_coordinator
     from edgesync.flower.coordinator import serve
 
-    scenario = small_scenario(algorithms=[{"name": "asgd", "lr": 0.05, "label": "a"},
-                                          {"name": "asgd", "lr": 0.05, "label": "b"}],
-                              clients=["x1", "x1"], stop={"time_budget_s": 60, "max_updates": 6, "target_acc": 0.9},
-                              checkpoint={"every_updates": 2})
-    path = tmp_path / "two.yaml"
+    path, out = tmp_path / "two.yaml", tmp_path / "run"
     path.write_text(yaml.safe_dump(scenario))
-    out = tmp_path / "run"
 
     def context(**extra) -> Context:
         return Context(run_id=7, node_id=0, node_config={}, state=RecordDict(),
@@ -200,10 +194,22 @@ def test_a_killed_serverapp_resumes_its_run_folder(fake_grid, tmp_path, monkeypa
         m.setattr(flower_coordinator.FlowerCoordinator, "after_algorithm", power_cut)
         with pytest.raises(RuntimeError, match="power cut"):
             serve(fake_grid([{}, {}]), context(), tmp_path)
+    return out, lambda: serve(fake_grid([{}, {}]), context(resume=True), tmp_path)
+
+
+def test_a_killed_serverapp_resumes_its_run_folder(fake_grid, tmp_path, monkeypatch):
+    """The ServerApp's run folder is set up like every command's (runtime/runs.py), checkpoint included:
+    killed after `b` trained but before it finished, `resume=true` skips `a` and goes on with `b` from
+    its checkpoint, its rows unique and its clock monotonic."""
+    scenario = small_scenario(algorithms=[{"name": "asgd", "lr": 0.05, "label": "a"},
+                                          {"name": "asgd", "lr": 0.05, "label": "b"}],
+                              clients=["x1", "x1"], stop={"time_budget_s": 60, "max_updates": 6, "target_acc": 0.9},
+                              checkpoint={"every_updates": 2})
+    out, resume = served_until_b_fails(fake_grid, tmp_path, monkeypatch, scenario)
     before = read_jsonl(out / "metrics.jsonl")
     assert {r["algorithm"] for r in before} == {"a", "b"} and not (out / "summary.json").exists()
 
-    serve(fake_grid([{}, {}]), context(resume=True), tmp_path)
+    resume()
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r for r in rows if r["algorithm"] == "a"] == [r for r in before if r["algorithm"] == "a"]  # skipped
     b = [r for r in rows if r["algorithm"] == "b"]

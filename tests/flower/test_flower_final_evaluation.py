@@ -3,13 +3,10 @@
 that fails after an entry's final row goes on with `resume=true` without evaluating that entry again."""
 from __future__ import annotations
 
-import pytest
-import yaml
-
 from edgesync.runtime import checkpoint
 
 from conftest import small_scenario
-from test_flower_adapter import run_on
+from test_flower_adapter import run_on, served_until_b_fails
 from tests.runtime.evaluation_rows import assert_one_row_per_evaluation, rows_by_entry
 
 BUDGET_S, EVERY_S = 2.0, 0.5  # an evaluation is due the moment an entry stops
@@ -31,33 +28,15 @@ def test_an_entry_ended_by_its_time_budget_writes_its_final_evaluation_once(fake
 def test_a_serverapp_failing_after_an_entrys_final_row_resumes_without_a_second(fake_grid, tmp_path, monkeypatch):
     """It fails in the federated evaluation after `b`'s final row (the hook runs before END); resumed,
     `b` is only ended: its clients' rows, no evaluation."""
-    from flwr.app import Context, RecordDict
-    from edgesync.flower import coordinator as flower_coordinator
-    from edgesync.flower.coordinator import serve
-
     scenario = small_scenario(clients=["x1", "x1"],
                               algorithms=[{"name": "asgd", "lr": 0.05, "label": "a"},
                                           {"name": "asgd", "lr": 0.05, "label": "b"}],
                               stop={"time_budget_s": BUDGET_S, "target_acc": None},
                               eval={"every_s": EVERY_S, "test_size": 200})
-    path, out = tmp_path / "two.yaml", tmp_path / "run"
-    path.write_text(yaml.safe_dump(scenario))
-
-    def context(**extra) -> Context:
-        return Context(run_id=7, node_id=0, node_config={}, state=RecordDict(),
-                       run_config={"scenario": str(path), "out": str(out), **extra})
-
-    def power_cut(self, config, end_s, final):
-        if config.key == "b":
-            raise RuntimeError("power cut")
-
-    with monkeypatch.context() as m:
-        m.setattr(flower_coordinator.FlowerCoordinator, "after_algorithm", power_cut)
-        with pytest.raises(RuntimeError, match="power cut"):
-            serve(fake_grid([{}, {}]), context(), tmp_path)
+    out, resume = served_until_b_fails(fake_grid, tmp_path, monkeypatch, scenario)
     before, saved = (out / "metrics.jsonl").read_text(), checkpoint.load(out)
 
-    serve(fake_grid([{}, {}]), context(resume=True), tmp_path)
+    resume()
     assert (out / "metrics.jsonl").read_text() == before  # nothing evaluated again
     for key, rows in rows_by_entry(out).items():
         assert_one_row_per_evaluation(key, rows, budget_s=BUDGET_S, every_s=EVERY_S)
