@@ -34,8 +34,8 @@ ONE_PROCESS = """
 import json, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
-from edgesync.runtime.step_time import warm_up
-from edgesync.runtime.workload import dataset, make_trainer
+from edgesync.runtime.bookkeeping.step_time import warm_up
+from edgesync.runtime.bookkeeping.workload import dataset, make_trainer
 from edgesync.trainer import NoHook
 model, batch, warmed = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "warmed"
 data = dataset("fashion_mnist", None, 1000)

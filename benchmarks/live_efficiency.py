@@ -24,7 +24,7 @@ from edgesync.scenario import scenario_from_dict
 BARE = """
 import sys, time, numpy as np, torch
 torch.set_num_threads(1)
-from edgesync.runtime.workload import dataset, make_trainer
+from edgesync.runtime.bookkeeping.workload import dataset, make_trainer
 from edgesync.trainer import NoHook
 data = dataset("fashion_mnist", None, 15000)
 tr = make_trainer(data, "cnn", np.arange(15000), 32, seed=int(sys.argv[2]), device=torch.device("cpu"), hook=NoHook())

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.models import build_model
-from edgesync.runtime.simulator import Simulator
+from edgesync.runtime.sim.simulator import Simulator
 from edgesync.scenario import scenario_from_dict
 
 

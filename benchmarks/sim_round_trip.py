@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/sim_round_trip.py [--repeats 3] [--n 300]
 
-What the Ray backend (runtime/sim_ray.py) pays per instruction besides the training step: the small
+What the Ray backend (runtime/sim/ray_backend.py) pays per instruction besides the training step: the small
 CNN's parameters (184,586 float32, 0.74 MB) to a worker process and a gradient of the same size back,
 one at a time. Ray: `actor.run.remote(array)` + `ray.get` (the array goes through the object store);
-channel: runtime/sim_channel.py's DriverChannel / WorkerChannel over ipc, in EdgeSync's wire format. The
+channel: runtime/sim/channel.py's DriverChannel / WorkerChannel over ipc, in EdgeSync's wire format. The
 worker copies what it receives and returns a copy of it, for both. Per repeat, the mean over `--n` round
 trips after 10 warm-up ones; printed: the mean over repeats and its 95% t-interval.
 """
@@ -26,10 +26,10 @@ PARAMS = 184_586
 def channel_worker(address: str) -> None:
     import torch
 
-    from edgesync.runtime.sim_channel import WorkerChannel
+    from edgesync.runtime.sim.channel import WorkerChannel
     from edgesync.transport.protocol import Message, MessageType
 
-    torch.set_num_threads(1)  # as a simulator worker (sim_worker.py)
+    torch.set_num_threads(1)  # as a simulator worker (sim/worker.py)
     channel = WorkerChannel(0, address, None)
     channel.send(Message(MessageType.READY))
     while (message := channel.receive()).type != MessageType.END:
@@ -40,7 +40,7 @@ def channel_worker(address: str) -> None:
 def channel_round_trip(n: int) -> float:
     import torch
 
-    from edgesync.runtime.sim_channel import SIM, DriverChannel, owned
+    from edgesync.runtime.sim.channel import SIM, DriverChannel, owned
     from edgesync.transport.protocol import Message, MessageType
 
     driver = DriverChannel(1, local=True, host="127.0.0.1")

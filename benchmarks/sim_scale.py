@@ -58,7 +58,7 @@ def child(clients: int, algorithm: str, steps: int) -> None:
     import torch
 
     from edgesync.metrics.recorder import RunRecorder, read_jsonl
-    from edgesync.runtime.simulator import Simulator
+    from edgesync.runtime.sim.simulator import Simulator
     from edgesync.scenario import scenario_from_dict
 
     torch.set_num_threads(1)
@@ -95,7 +95,7 @@ def backend_child(backend: str, budget: float, out: str) -> None:
     import torch
 
     from edgesync.metrics.recorder import RunRecorder
-    from edgesync.runtime.simulator import Simulator
+    from edgesync.runtime.sim.simulator import Simulator
     from edgesync.scenario import scenario_from_dict
 
     torch.set_num_threads(1)
@@ -119,7 +119,7 @@ def backend_child(backend: str, budget: float, out: str) -> None:
 def scenario_child(path: str, label: str, overrides: list[str]) -> None:
     """One entry of a scenario in this fresh process; prints its figures as JSON."""
     from edgesync.metrics.recorder import RunRecorder, read_jsonl
-    from edgesync.runtime.simulator import Simulator
+    from edgesync.runtime.sim.simulator import Simulator
     from edgesync.scenario import load_scenario
 
     sc = load_scenario(path, overrides)

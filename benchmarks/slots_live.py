@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/slots_live.py [--clients 100] [--processes 4] [--seconds 30]
 
-`edgesync run`'s launcher (runtime/launcher.py) with `live.processes` starts the processes (`edgesync
+`edgesync run`'s launcher (runtime/live/launcher.py) with `live.processes` starts the processes (`edgesync
 client --rank R --slots K`), and the coordinator serves an ASGD run of the small CNN on Fashion-MNIST for
 `--seconds` (lr 0.005: updates are about as stale as there are clients); every fourth client is a ×4 device, the others ×1. Every client process's resident set
 (psutil) is sampled every 200 ms. Prints the run's time, base step and throughput, per process its

@@ -24,8 +24,8 @@ from pathlib import Path
 import psutil
 
 from edgesync.metrics.recorder import RunRecorder
-from edgesync.runtime.coordinator import Coordinator
-from edgesync.runtime.launcher import client_env
+from edgesync.runtime.live.coordinator import Coordinator
+from edgesync.runtime.live.launcher import client_env
 from edgesync.scenario import scenario_from_dict
 
 MB = 2 ** 20

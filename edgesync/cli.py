@@ -42,8 +42,8 @@ out = Console(soft_wrap=True)
 
 @app.callback()
 def _start() -> None:
-    # Before any model-sized buffer exists: large messages then reuse memory (runtime/allocator.py).
-    from edgesync.runtime.allocator import tune_allocator
+    # Before any model-sized buffer exists: large messages then reuse memory (transport/allocator.py).
+    from edgesync.transport.allocator import tune_allocator
     tune_allocator()
 
 
@@ -202,8 +202,8 @@ def _claim(sc, out_dir: Path | None, resume: Path | None, overwrite: bool) -> Pa
 def _run_and_report(run_dir: Path, start) -> None:
     """`start()` runs an experiment and returns its summary, printed here; one that cannot start or go on
     exits saying why (2: fix the input, 1: the run itself failed)."""
-    from edgesync.runtime.checkpoint import CheckpointError
-    from edgesync.runtime.membership import RunAborted
+    from edgesync.runtime.bookkeeping.checkpoint import CheckpointError
+    from edgesync.runtime.bookkeeping.membership import RunAborted
     try:
         summary = start()
     except CheckpointError as exc:
@@ -268,7 +268,7 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
         if tunes(sc):
             out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
         if sc.runtime == "live":
-            from edgesync.runtime.launcher import describe_layout, process_layout
+            from edgesync.runtime.live.launcher import describe_layout, process_layout
             layout = process_layout(len(sc.clients), sc.live.processes, usable_cores())
             if len(layout) < len(sc.clients) and sc.links.backend != "netns":
                 out.print(f"{path}: note: `edgesync run` here hosts {describe_layout(layout)} (live.processes; "
@@ -323,7 +323,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         raise typer.Exit(2)
     keys = _server_keys(curve_secret, allow)
     sock = _listen(bind, keys)  # one socket for every variant: the clients stay connected to it
-    from edgesync.runtime.coordinator import Coordinator
+    from edgesync.runtime.live.coordinator import Coordinator
     from edgesync.runtime.runs import log_to, run_experiment
     try:
         run_dir = _claim(sc, out_dir, resume, overwrite)
@@ -379,7 +379,7 @@ def shard(bind: str = typer.Option("tcp://0.0.0.0:5601", help="address to listen
                                                                      "to admit: the clients' (the lead holds the coordinator's pair)")):
     """Serve one slice of the model for a sharded coordinator (`sharding: layer | memory`): start K − 1 of
     these, then `edgesync coordinator --shard ADDRESS …` leads them; clients learn their addresses."""
-    from edgesync.runtime.shard_server import serve_shard
+    from edgesync.runtime.sharding.server import serve_shard
     from edgesync.transport.sockets import BindFailed
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -434,7 +434,7 @@ def client(connect: str = typer.Option(..., "--connect", help="the coordinator: 
     if slots > 1:
         _client_slots(connect, slots, rank, profile, device, data_root, keys, connect_timeout)
         return
-    from edgesync.runtime.client import ClientFailed, EdgeClient
+    from edgesync.runtime.live.client import ClientFailed, EdgeClient
     try:
         edge = EdgeClient(connect, rank=rank, profile=profile, device=device, data_root=data_root, keys=keys,
                           connect_timeout_s=connect_timeout)
@@ -453,8 +453,8 @@ def client(connect: str = typer.Option(..., "--connect", help="the coordinator: 
 
 def _client_slots(connect: str, slots: int, rank: int | None, profile: str | None, device: str | None,
                   data_root: str | None, keys, connect_timeout: float) -> None:
-    """`edgesync client --slots K`: K clients in this process (runtime/slots.py); exit 1 if any failed."""
-    from edgesync.runtime.slots import SlotHost
+    """`edgesync client --slots K`: K clients in this process (runtime/live/slots.py); exit 1 if any failed."""
+    from edgesync.runtime.live.slots import SlotHost
     try:
         host = SlotHost(connect, slots, first_rank=rank, profile=profile, device=device, data_root=data_root,
                         keys=keys, connect_timeout_s=connect_timeout)

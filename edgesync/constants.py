@@ -24,7 +24,7 @@ TIME_GRID_DIGITS = 9
 CALIBRATION_WARMUP_STEPS = 3
 CALIBRATION_STEPS = 10
 
-# The simulator's coordinator cost model (runtime/server_calibration.py): a calibration runs the
+# The simulator's coordinator cost model (runtime/sim/server_calibration.py): a calibration runs the
 # algorithm with this many x1 clients until it has timed this many applied updates; past the target
 # time it stops at the first moment it has the minimum, and it never runs past the limit.
 SERVER_CALIBRATION_CLIENTS = 4
@@ -35,7 +35,7 @@ SERVER_CALIBRATION_LIMIT_S = 30.0
 
 # glibc maps fresh memory for every allocation above its mmap threshold (32 MiB by default), which
 # slows large ZeroMQ messages; processes the runtime starts get these, and every edgesync command sets
-# them with mallopt(3) at start-up (runtime/allocator.py).
+# them with mallopt(3) at start-up (transport/allocator.py).
 MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),

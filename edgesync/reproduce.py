@@ -218,7 +218,7 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     """Run the experiments into `out/KEY`, each over `seeds` (default SEEDS of the mode); `jobs` > 1 runs
     that many simulator experiments at once in worker processes (live runs always one at a time: their
     client processes need the cores); `parallel` > 1 instead runs one experiment at a time, that many of
-    its seeds and variants at once as Ray tasks (runtime/parallel_variants.py)."""
+    its seeds and variants at once as Ray tasks (runtime/sim/parallel_variants.py)."""
     out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if quick else "full"
     seeds = list(seeds or SEEDS[mode])
@@ -265,9 +265,9 @@ def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool, 
 
 def _measure_step_times(scenarios: list) -> None:
     """Fill the simulator's per-machine caches — step times, and the coordinator's costs of each entry
-    (runtime/server_cost.py) — before experiments run side by side, so no experiment measures them while
-    another one loads the cores (runtime/step_time.py)."""
-    from edgesync.runtime.simulator import Simulator
+    (runtime/sim/server_cost.py) — before experiments run side by side, so no experiment measures them while
+    another one loads the cores (runtime/bookkeeping/step_time.py)."""
+    from edgesync.runtime.sim.simulator import Simulator
     from edgesync.runtime.tuning import tuning_scenario
     seen = set()
     # a tuned experiment's grid points (momentum 0.5, 0.9, …) are entries of their own to calibrate

@@ -233,7 +233,7 @@ class CheckpointSpec(Strict):
 
 
 class ServerCostSpec(Strict):
-    """The coordinator's cost per event of one algorithm entry, in seconds (runtime/server_cost.py)."""
+    """The coordinator's cost per event of one algorithm entry, in seconds (runtime/sim/server_cost.py)."""
 
     decode_update: float = Field(ge=0, description="decoding one UPDATE's frames and checking its tensors")
     collect: float = Field(ge=0, description="the server half's on_update for an update that leaves the "
@@ -256,11 +256,11 @@ class SimSpec(Strict):
     backend: Literal["serial", "ray"] = Field(
         "serial", description="serial: every client's work in this process, one after another; ray: clients' "
         "instructions run at once on Ray workers (this machine's, or the cluster `--ray ADDRESS` or RAY_ADDRESS "
-        "names) and are applied in virtual-time order: the same metrics (runtime/sim_ray.py)")
+        "names) and are applied in virtual-time order: the same metrics (runtime/sim/ray_backend.py)")
     workers: int | None = Field(None, ge=1, description="ray: worker processes, each hosting a share of the "
                                 "clients; null = one per CPU of the Ray cluster")
     spill_mb: float | None = Field(2048, gt=0, description="updates in flight held in memory, in MB; further "
-                                   "ones wait on disk until they arrive (runtime/sim_spill.py; results do not "
+                                   "ones wait on disk until they arrive (runtime/sim/spill.py; results do not "
                                    "change); null = no limit")
     measured_step_s: dict[int, float] = Field(default_factory=dict, description="filled in by a run: the "
                                               "measured step time per batch size, reused on replay")
@@ -270,7 +270,7 @@ class SimSpec(Strict):
 
 
 class LiveSpec(Strict):
-    """How `edgesync run` hosts a live scenario's clients on this machine (runtime/launcher.py)."""
+    """How `edgesync run` hosts a live scenario's clients on this machine (runtime/live/launcher.py)."""
 
     processes: int | None = Field(None, ge=1, description="client processes to start, the clients spread over "
                                   "them as slots taking turns on each process's one torch thread (`edgesync client "
@@ -605,7 +605,7 @@ class Scenario(Strict):
     @property
     def varies_in_time(self) -> bool:
         """Whether any client's emulation changes during an algorithm: a device trace, a link trace or an
-        availability (live clients then follow the coordinator's clock: runtime/run_clock.py)."""
+        availability (live clients then follow the coordinator's clock: runtime/live/run_clock.py)."""
         own = self.coordinator_link is not None and any(d.trace for d in self.coordinator_links())
         return own or any(c.availability is not None or isinstance(c.profile, TraceProfile)
                           or any(link.trace for link in self.client_links(rank))

@@ -1,6 +1,6 @@
 """docs/architecture.md's package map names every module of `edgesync/`, and nothing that is not there.
 
-How the table names files: a row's first cell names paths (`edgesync/runtime/client.py`, a folder
+How the table names files: a row's first cell names paths (`edgesync/runtime/live/client.py`, a folder
 `edgesync/compression/`) and may add bare names beside them (`edgesync/algorithms/ssgd.py`, `asgd.py`);
 its text may name more (`gradient_client.py` is their shared client half). A backticked `*.py` anywhere
 in a row is read from the repository root, from `edgesync/`, or from a folder the row's first cell

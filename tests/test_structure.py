@@ -12,7 +12,7 @@ usual layout, not a cycle.
 
 Folders: inside each package, its direct children (subpackages and modules) import one another when a module
 inside one imports a module inside the other. A loop there is a loop between folders, even when the files
-form none (runtime/runs.py → tune.py → runtime/checkpoint.py, before tune.py moved into runtime: no file
+form none (runtime/runs.py → tune.py → runtime/bookkeeping/checkpoint.py, before tune.py moved into runtime: no file
 repeated, yet runtime and tune needed each other). At the top, `edgesync`'s children are its folders (`edgesync.runtime`) and its top-level modules
 (`edgesync.scenario`), each a folder of its own; LAYERS orders them.
 """

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 
 
 class ASGDConfig(AlgorithmConfig):

@@ -23,11 +23,11 @@ from typing import Literal
 
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.base import AlgorithmSpec, Instruction, Update
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.gradient_client import GradientClient
+from edgesync.algorithms.machinery.base import AlgorithmSpec, Instruction, Update
 from edgesync.algorithms.momentum_asgd import DCASGDConfig, MomentumConfig, MultiASGDServer, delay_compensate
-from edgesync.algorithms.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 
 
 class DanaZeroConfig(MomentumConfig):

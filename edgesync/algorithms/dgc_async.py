@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmSpec
+from edgesync.algorithms.machinery.base import AlgorithmSpec
 from edgesync.algorithms.dgs import DGSClient, DGSServer, SparseAsyncConfig
 from edgesync.compression.topk import select
 

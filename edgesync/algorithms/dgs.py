@@ -62,10 +62,10 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
-from edgesync.algorithms.staleness import GRAD_RMS, rms
-from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
 from edgesync.compression.topk import select
 

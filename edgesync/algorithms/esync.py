@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
 from edgesync.trainer import StepAborted
 

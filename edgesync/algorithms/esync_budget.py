@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Update
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, ModelState, Update
 from edgesync.algorithms.esync import ESyncKeys
 from edgesync.algorithms.local_sgd import DeltaServer, LocalRound
 

@@ -36,11 +36,11 @@ from typing import ClassVar, Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.gradient_client import model_instruction
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.local_sgd import LocalRound
-from edgesync.algorithms.staleness import GRAD_RMS
+from edgesync.algorithms.machinery.staleness import GRAD_RMS
 
 Staleness = Literal["polynomial", "hinge", "constant"]
 

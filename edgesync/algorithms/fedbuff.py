@@ -38,11 +38,11 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec, Instruction, Send, Update
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, Instruction, Send, Update
 from edgesync.algorithms.fedasync import LocalStepsClient
-from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.staleness import raw_gradient_rms, staleness_fields
+from edgesync.algorithms.machinery.gradient_client import model_instruction
+from edgesync.algorithms.machinery.staleness import raw_gradient_rms, staleness_fields
 
 
 class FedBuffConfig(AlgorithmConfig):

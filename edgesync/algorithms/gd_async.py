@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from edgesync.algorithms.base import AlgorithmSpec
+from edgesync.algorithms.machinery.base import AlgorithmSpec
 from edgesync.algorithms.dgs import DGSClient, DGSServer, SparseAsyncConfig, samomentum_step
 
 

@@ -13,9 +13,9 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.rounds import RoundConfig, RoundServer
-from edgesync.algorithms.staleness import rms
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
+from edgesync.algorithms.machinery.staleness import rms
 from edgesync.trainer import Interrupt
 
 

@@ -22,10 +22,10 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.base import AlgorithmSpec, Update
-from edgesync.algorithms.warmup import WarmupConfig, correct_momentum
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.gradient_client import GradientClient
+from edgesync.algorithms.machinery.base import AlgorithmSpec, Update
+from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
 
 
 class MomentumConfig(WarmupConfig):

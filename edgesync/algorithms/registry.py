@@ -10,7 +10,7 @@ from edgesync.algorithms import (
     asgd, dana, dgc_async, dgs, easgd, esync, esync_budget, fedasync, fedbuff, gd_async, local_sgd, momentum_asgd,
     shat, ssgd, ssp,
 )
-from edgesync.algorithms.base import AlgorithmConfig, AlgorithmSpec
+from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec
 
 # Every algorithm, in the order listings show them (`names()`: errors that list the known names; the scenario
 # schema's union of configs). It is the order the old import-side-effect registration produced, kept so that

@@ -46,11 +46,11 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.gradient_client import model_instruction
-from edgesync.algorithms.staleness import GRAD_RMS, rms
-from edgesync.algorithms.warmup import WarmupConfig
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.gradient_client import model_instruction
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.warmup import WarmupConfig
 
 log = logging.getLogger("edgesync.algorithms.shat")
 

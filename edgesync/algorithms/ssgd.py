@@ -11,9 +11,9 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.base import AlgorithmSpec
-from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.rounds import RoundConfig, RoundServer
+from edgesync.algorithms.machinery.base import AlgorithmSpec
+from edgesync.algorithms.machinery.gradient_client import GradientClient
+from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
 
 
 class SSGDConfig(RoundConfig):

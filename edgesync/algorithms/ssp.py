@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.algorithms.base import AlgorithmSpec, Send, Update
-from edgesync.algorithms.warmup import WarmupConfig
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.gradient_client import GradientClient
+from edgesync.algorithms.machinery.base import AlgorithmSpec, Send, Update
+from edgesync.algorithms.machinery.warmup import WarmupConfig
 
 
 class SSPConfig(WarmupConfig):

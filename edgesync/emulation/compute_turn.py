@@ -1,6 +1,6 @@
 """The compute turn: one process's compute, lent to one of its emulated devices at a time.
 
-`edgesync client --slots K` hosts K logical clients (slots, runtime/slots.py) in one process with one
+`edgesync client --slots K` hosts K logical clients (slots, runtime/live/slots.py) in one process with one
 torch thread. Each slot computes its training step only while it holds the process's turn; it sleeps
 through its throttle's pacing, waits for messages and sends without it, so a ×10 slot's sleep is
 another slot's compute.

@@ -16,7 +16,7 @@ round starts them together — each gets `cores / n` of a core, so the fastest o
 of 1.9 u, the average term alone, left SSGD's ×1 steps 5–12% over their target; 2.5 u, headroom 0.8, up
 to 6% over in one of four SSGD runs, the coordinator's evaluations taking their share of the cores.)
 
-**Slots** (`edgesync client --slots K`, runtime/slots.py): the K clients of one process share its one
+**Slots** (`edgesync client --slots K`, runtime/live/slots.py): the K clients of one process share its one
 torch thread through a compute turn (emulation/compute_turn.py) and compute one at a time, so a turn is a
 pool of one core nested in its host's. HELLO names a slot's turn; clients that name none have a turn of
 their own, and the rule above is unchanged for them. With turns, the units that compete for the host's

@@ -33,15 +33,15 @@ from flwr.app import Context
 from flwr.serverapp import Grid
 
 from edgesync import algorithms
-from edgesync.algorithms.base import AlgorithmConfig
+from edgesync.algorithms.machinery.base import AlgorithmConfig
 from edgesync.constants import STATS_TIMEOUT_S
 from edgesync.flower.grid_socket import GridSocket
 from edgesync.flower.stock_node import ModelLayout
 from edgesync.metrics.recorder import RunRecorder, dumps_line
 from edgesync.models import build_model
-from edgesync.runtime.coordinator import Coordinator
-from edgesync.runtime.evaluator import Snapshot
-from edgesync.runtime.progress import Progress
+from edgesync.runtime.live.coordinator import Coordinator
+from edgesync.runtime.bookkeeping.evaluator import Snapshot
+from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.runtime.runs import claim_run_folder, log_to, run_experiment, run_folder
 from edgesync.scenario import Scenario, load_scenario
 from edgesync.transport import protocol

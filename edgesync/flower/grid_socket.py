@@ -53,7 +53,7 @@ from edgesync.constants import FLOWER_NODE_POLL_INTERVAL_S, FLOWER_PULL_INTERVAL
 from edgesync.emulation.links import Link
 from edgesync.flower import records
 from edgesync.flower.stock_node import ModelLayout, StockNode, refusal, stock_reason
-from edgesync.runtime.membership import RunAborted
+from edgesync.runtime.bookkeeping.membership import RunAborted
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 

@@ -1,7 +1,7 @@
 """The ClientApp side: one SuperNode's client, rebuilt from `context.state` for every message.
 
 A SuperNode starts a new ClientApp process per message, so nothing survives in memory. What the
-ZeroMQ client (`edgesync.runtime.client`) keeps in its `Session` is kept in `context.state` instead,
+ZeroMQ client (`edgesync.runtime.live.client`) keeps in its `Session` is kept in `context.state` instead,
 in the encoding of `records.py`:
 
     setup    the SETUP metadata (algorithm config, dataset, model, profile, seed, rank) and indices
@@ -47,16 +47,16 @@ import torch
 from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 
-from edgesync.algorithms.base import Instruction
+from edgesync.algorithms.machinery.base import Instruction
 from edgesync.emulation.profiles import GammaProfile, parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
-from edgesync.runtime.accounting import ClientClock, client_totals
-from edgesync.runtime.client_session import Beating, Session, build_session
-from edgesync.runtime.device_schedule import DeviceSchedule
-from edgesync.runtime.evaluator import evaluate
-from edgesync.runtime.run_clock import RunClock
-from edgesync.runtime.step_time import measure_step_s, warm_up
+from edgesync.runtime.bookkeeping.accounting import ClientClock, client_totals
+from edgesync.runtime.live.client_session import Beating, Session, build_session
+from edgesync.runtime.live.device_schedule import DeviceSchedule
+from edgesync.runtime.bookkeeping.evaluator import evaluate
+from edgesync.runtime.live.run_clock import RunClock
+from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
 from edgesync.trainer import DeviceOffline, NoHook, StepSample, StepTimeline, TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, host_info

@@ -19,12 +19,12 @@ import torch
 from flwr.app import Context
 from flwr.client import Client, NumPyClient
 
-from edgesync.algorithms.base import Instruction
+from edgesync.algorithms.machinery.base import Instruction
 from edgesync.algorithms.local_sgd import LocalSGDClient, LocalSGDConfig
 from edgesync.data.datasets import to_tensor
 from edgesync.data.partition import partition
-from edgesync.runtime.evaluator import evaluate
-from edgesync.runtime.workload import dataset, make_trainer, resolve_device
+from edgesync.runtime.bookkeeping.evaluator import evaluate
+from edgesync.runtime.bookkeeping.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook
 
 DEFAULT_FIT = {"local-steps": 10, "lr": 0.05, "momentum": 0.0}

@@ -35,14 +35,14 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.app import Message as FlowerMessage
 
-from edgesync.algorithms.base import Instruction
+from edgesync.algorithms.machinery.base import Instruction
 from edgesync.algorithms.local_sgd import LocalRound, LocalSGDClient, LocalSGDConfig
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle
 from edgesync.flower.numpy_client import EdgeNumPyClient
-from edgesync.runtime.evaluator import evaluate
-from edgesync.runtime.step_time import measure_step_s, warm_up
+from edgesync.runtime.bookkeeping.evaluator import evaluate
+from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
 
 # The ×1 step is paced at the undisturbed step / headroom (emulation.headroom's default): other processes
 # on the cores then slow no step past its target, and a ×10 node stays ×10 of a ×1 one.

@@ -33,7 +33,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message as FlowerMessage, Metric
 from torch import nn
 
 from edgesync import params as flat
-from edgesync.runtime.accounting import ClientClock, client_totals
+from edgesync.runtime.bookkeeping.accounting import ClientClock, client_totals
 from edgesync.trainer import TrainerStats
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T

@@ -16,7 +16,7 @@ resumed) to its end:
     bottleneck            the saturated share exceeds BOTTLENECK_SHARE: the run says so (a warning in the log,
                           summary.json's `coordinator_bottleneck`, a line in report.md)
 
-What busy means is the runtime's: the simulator charges its cost model (sim_coordinator.py; `zero` charges
+What busy means is the runtime's: the simulator charges its cost model (sim/coordinator.py; `zero` charges
 nothing: utilisation 0, no delay); the live coordinator (`LiveLoad`) counts its loop's wall time outside its wait
 for the next message. `CoordinatorLoad` is the streaming part both feed: a handful of floats, the delays of at
 most DELAY_RESERVOIR messages (exact up to there, a uniform sample beyond), nothing else per message.

@@ -39,7 +39,7 @@ for a folder without one; with several, e.g. a resumed entry's, the one over the
 The first-N means compare algorithms over the same early stretch of training, whatever their run
 lengths: a whole-run mean mixes phases (a run that diverges, or one that trains longer at a lower gap).
 `gap_normalized` divides the gap by the RMS of the raw gradient, the same normaliser for every algorithm
-(algorithms/staleness.py). Means are over the finite values (a diverging run's last gaps are inf/nan);
+(algorithms/machinery/staleness.py). Means are over the finite values (a diverging run's last gaps are inf/nan);
 None where there are none.
 
 A value that cannot be computed (no evaluations, a zero duration, a missing key) is None, never an error.

@@ -21,8 +21,8 @@ from edgesync.metrics.recorder import COORDINATOR_FILE, RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
-from edgesync.runtime.checkpoint import CheckpointError, Checkpointer
-from edgesync.runtime.progress import Progress
+from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, Checkpointer
+from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.scenario import Scenario
 from edgesync.sweep import Variant, variants
 
@@ -123,7 +123,7 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
                    claimed: bool = False, parallel: int = 1) -> dict:
     """Run every sweep variant of `scenario` into `run_dir` with `run_variant`; returns the summary.
 
-    `resume=True` goes on from the folder's checkpoint (runtime/checkpoint.py): finished algorithms and
+    `resume=True` goes on from the folder's checkpoint (runtime/bookkeeping/checkpoint.py): finished algorithms and
     variants are skipped and the one in progress restarts from its last checkpoint. Otherwise a folder
     that already holds a run raises RunFolderExists, untouched, unless `overwrite=True` moves it aside
     (`claim_run_folder`); `claimed=True`: the caller claimed it already (to log into it before the run).
@@ -148,7 +148,7 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
         try:
             in_parallel = parallel > 1 and len(runs) > 1 and scenario.runtime == "sim"
             if in_parallel:
-                from edgesync.runtime.parallel_variants import run_parallel
+                from edgesync.runtime.sim.parallel_variants import run_parallel
                 run_parallel(runs, recorder, display, resolved, parallel)
             for variant in [] if in_parallel else runs:
                 if checkpoints is not None and all(checkpoints.is_done(a.key) for a in variant.scenario.algorithms):
@@ -172,11 +172,11 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
 
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
-            from edgesync.runtime.simulator import run_sim
+            from edgesync.runtime.sim.simulator import run_sim
             for key, measured in run_sim(variant.scenario, recorder, display).items():
                 resolved["sim"][key].update(measured)  # measured_step_s, measured_server_s: for a replay
         else:
-            from edgesync.runtime.launcher import run_live
+            from edgesync.runtime.live.launcher import run_live
             run_live(variant.scenario, recorder, display, logs=f"logs/{variant.tag}" if variant.tag else "logs",
                      checkpoints=checkpoints, curve=curve)
 

@@ -12,7 +12,7 @@ as one ordinary run folder, RUN_DIR/tuning/ (labels `asgd@lr=0.05`, `dgs@lr=0.05
 then picks each entry's best point by `tune.metric`, writes RUN_DIR/tuning.json and runs the final
 runs with those values (RUN_DIR/scenario.yaml records them; report.md gets a "Tuning" section).
 
-The validation set is held out of the training data (`edgesync.runtime.workload.validation_indices`:
+The validation set is held out of the training data (`edgesync.runtime.bookkeeping.workload.validation_indices`:
 stratified, fixed split seed). Clients train on the rest in the tuning runs and in the final runs
 alike, so every entry's final run trains on exactly the data its tuning runs trained on, and nothing
 the choice looked at is trained on afterwards. The tuning runs evaluate on the validation set
@@ -40,8 +40,8 @@ import yaml
 
 from edgesync.metrics.formatting import num
 from edgesync.metrics.recorder import METRICS_FILE, SCENARIO_FILE, TUNING_DIR, TUNING_FILE, to_plain, write_atomic
-from edgesync.runtime.checkpoint import CheckpointError, scenario_digest
-from edgesync.runtime.progress import Progress
+from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, scenario_digest
+from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.scenario import Scenario, scenario_from_dict, tune_points, tune_tag
 
 METRIC_KEYS = {"final_acc": "final_acc", "best_acc": "best_acc", "time_to_target": "time_to_target_s"}
@@ -163,7 +163,7 @@ def apply_choice(scenario: Scenario, record: dict) -> Scenario:
 
 def split_facts(tuning: Scenario) -> dict:
     """The validation set as tuning.json records it: size, training samples left, split seed, rule."""
-    from edgesync.runtime.workload import VALIDATION_SPLIT_SEED, scenario_dataset, validation_size
+    from edgesync.runtime.bookkeeping.workload import VALIDATION_SPLIT_SEED, scenario_dataset, validation_size
     n_train = len(scenario_dataset(tuning.dataset).train_y)
     size = validation_size(tuning, n_train)
     return {"size": size, "fraction": round(size / n_train, 6), "train_samples": n_train,

@@ -64,8 +64,8 @@ FIELDS: dict[str, dict[str, Rule]] = {
     "UPDATE": {"version": COUNT, "steps": COUNT, "samples": COUNT, "aborted_steps": COUNT,
                "data_size": (_positive, "a finite number > 0", True),
                "loss": (_number, "a finite number", True),
-               "grad_rms": (_non_negative, "a finite number ≥ 0", True),  # algorithms/staleness.py
-               "ring": (_mapping, "an object", True)},  # all-reduce reports (algorithms/rounds.py)
+               "grad_rms": (_non_negative, "a finite number ≥ 0", True),  # algorithms/machinery/staleness.py
+               "ring": (_mapping, "an object", True)},  # all-reduce reports (algorithms/machinery/rounds.py)
     "QUERY": {"round": COUNT, "k": COUNT, "c": (_non_negative, "a finite number of seconds ≥ 0", True)},
     "STATS": {"label": (_text, "a string", True), "device": (_text, "a string", True),
               "gpu": (_text, "a string", True), "isolation": (_text, "a string", True),

@@ -26,7 +26,7 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
     ERROR   what went wrong    ERROR     what was wrong with your message
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
-    lead coordinator → follower shard    follower shard → lead (a sharded coordinator: runtime/shard_server.py)
+    lead coordinator → follower shard    follower shard → lead (a sharded coordinator: runtime/sharding/server.py)
     SHARD   meta `op`: setup (an algorithm  SHARD_STATE  op's answer: ready, or the shard's slice of the
             on a slice), start, lost,                    model and its byte counters (snapshot, end)
             joined, snapshot, end, shutdown

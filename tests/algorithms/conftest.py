@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from edgesync.algorithms.base import ModelState, Update
+from edgesync.algorithms.machinery.base import ModelState, Update
 from edgesync.trainer import Trainer
 
 

@@ -1,15 +1,15 @@
-"""The round server with `aggregation: allreduce` (rounds.py) and the ring's cost model (ring_host.py).
+"""The round server with `aggregation: allreduce` (rounds.py) and the ring's cost model (allreduce/host.py).
 
 Every expected number is worked out by hand: θ0 = [1, 2], η = 0.1, SSGD with momentum 0.5 unless said.
 """
 import pytest
 import torch
 
-from edgesync.algorithms.base import Update
+from edgesync.algorithms.machinery.base import Update
 from edgesync.algorithms.ssgd import SSGDConfig, SSGDServer
 from edgesync.emulation.links import Link
-from edgesync.runtime.ring_host import ring_bytes, ring_seconds
-from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+from edgesync.runtime.allreduce.host import ring_bytes, ring_seconds
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 
 THETA0 = [1.0, 2.0]
 
@@ -216,7 +216,7 @@ def test_what_all_reduce_cannot_run_with_is_refused_by_name():
 
 
 def test_the_rings_backend():
-    from edgesync.runtime.ring_host import ring_backend
+    from edgesync.runtime.allreduce.host import ring_backend
     assert ring_backend("auto", ["cpu", "cpu"]) == "gloo"
     assert ring_backend("auto", ["cuda:0", "cuda:1"]) == "nccl"
     assert ring_backend("auto", ["cuda:0", "cuda:0"]) == "gloo"  # NCCL refuses two ranks on one GPU

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import ModelState
-from edgesync.algorithms.staleness import rms
+from edgesync.algorithms.machinery.base import ModelState
+from edgesync.algorithms.machinery.staleness import rms
 
 ASYNC = [s.name for s in algorithms.specs() if s.family == "asynchronous"]
 UPDATES = 9

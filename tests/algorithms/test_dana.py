@@ -10,12 +10,12 @@ DANA-Slim's master holds): Θ ← Θ − η·(γ·v + g) with v ← γ·v + g, g
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.dana import (
     DanaDCConfig, DanaDCServer, DanaSlimClient, DanaSlimConfig, DanaZeroConfig, DanaZeroServer,
 )
-from edgesync.algorithms.gradient_client import model_instruction
+from edgesync.algorithms.machinery.gradient_client import model_instruction
 from fake_quadratic import QuadraticTrainer, random_script, replay, run_fifo, torch_sgd
 
 NESTEROV = [0.81, 0.5751, 0.327321, 0.09388791, -0.10458168]

@@ -3,7 +3,7 @@ momentum-factor masking and sparsity warm-up, by hand."""
 import pytest
 import torch
 
-from edgesync.algorithms.base import Instruction
+from edgesync.algorithms.machinery.base import Instruction
 from edgesync.algorithms.dgc_async import DGCAsyncClient, DGCAsyncConfig, dgc_step, warmup_rate
 from edgesync.algorithms.dgs import DGSServer
 from edgesync.algorithms.gd_async import GDAsyncClient, GDAsyncConfig

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgesync.algorithms.asgd import ASGDConfig
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import Instruction, ModelState, Update
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import Instruction, ModelState, Update
 from edgesync.algorithms.dgs import DGSClient, DGSConfig, DGSServer, samomentum_step
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.compression.codec import decode, payload_bytes
 from fake_quadratic import QuadraticTrainer
 
@@ -434,7 +434,7 @@ def test_the_runtime_gives_the_server_half_the_models_layer_sizes():
     from types import SimpleNamespace
 
     from edgesync.models import build_model
-    from edgesync.runtime.workload import initial_model
+    from edgesync.runtime.bookkeeping.workload import initial_model
     from edgesync.scenario import scenario_from_dict
 
     scenario = scenario_from_dict({"name": "sizes", "clients": ["x1"], "algorithms": [{"name": "dgs"}]})

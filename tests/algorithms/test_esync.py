@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgesync.algorithms.base import ModelState, Update
+from edgesync.algorithms.machinery.base import ModelState, Update
 from edgesync.algorithms.esync import ESyncClient, ESyncConfig, ESyncServer, Record, query_state
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, LocalSGDConfig
 from edgesync.algorithms.ssgd import SSGDConfig, SSGDServer
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 
 
 def rec(k=1, c=0.1, t_e=0.0, ready=False, round=0) -> Record:

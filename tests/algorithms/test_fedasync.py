@@ -18,9 +18,9 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from edgesync.algorithms.base import Update
+from edgesync.algorithms.machinery.base import Update
 from edgesync.algorithms.fedasync import FedAsyncConfig, FedAsyncServer, LocalStepsClient, staleness_weight
-from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from fake_quadratic import QuadraticTrainer
 
 

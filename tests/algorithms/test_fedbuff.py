@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from edgesync.algorithms.asgd import ASGDConfig, ASGDServer
-from edgesync.algorithms.base import Update
+from edgesync.algorithms.machinery.base import Update
 from edgesync.algorithms.fedbuff import FedBuffClient, FedBuffConfig, FedBuffServer
-from edgesync.algorithms.gradient_client import GradientClient
-from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+from edgesync.algorithms.machinery.gradient_client import GradientClient
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from fake_quadratic import QuadraticTrainer
 
 

@@ -9,15 +9,15 @@ in the comments, with the figure the old normaliser (the vector the master appli
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.base import ModelState
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.base import ModelState
 from edgesync.algorithms.dana import DanaSlimClient, DanaSlimConfig
 from edgesync.algorithms.dgs import DGSClient, DGSConfig, DGSServer
 from edgesync.algorithms.easgd import EASGDClient, EASGDConfig, EASGDServer
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.momentum_asgd import NAGASGDConfig, NAGASGDServer
 from edgesync.algorithms.shat import SHATClient, SHATConfig, SHATServer
-from edgesync.algorithms.staleness import GRAD_RMS, raw_gradient_rms, staleness_fields
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, raw_gradient_rms, staleness_fields
 from fake_quadratic import QuadraticTrainer, run_fifo
 
 THETA0 = [3.0, -4.0, 0.0, 0.0]  # RMS 2.5

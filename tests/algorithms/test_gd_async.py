@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from edgesync.algorithms.base import Instruction
+from edgesync.algorithms.machinery.base import Instruction
 from edgesync.algorithms.dgs import DGSClient, DGSConfig, DGSServer, samomentum_step
 from edgesync.algorithms.gd_async import GDAsyncClient, GDAsyncConfig
 from edgesync.compression.codec import decode

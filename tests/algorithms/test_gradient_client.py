@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from edgesync.algorithms.base import Instruction
-from edgesync.algorithms.gradient_client import GradientClient, model_instruction
+from edgesync.algorithms.machinery.base import Instruction
+from edgesync.algorithms.machinery.gradient_client import GradientClient, model_instruction
 from edgesync.algorithms.ssgd import SSGDConfig
 from edgesync.trainer import Trainer
 

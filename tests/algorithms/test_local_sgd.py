@@ -5,7 +5,7 @@ import copy
 
 import torch
 
-from edgesync.algorithms.base import Instruction, ModelState, Update
+from edgesync.algorithms.machinery.base import Instruction, ModelState, Update
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, LocalSGDConfig
 
 

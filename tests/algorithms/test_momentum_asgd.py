@@ -6,7 +6,7 @@ Velocities are kept as u = η·v (u ← γ·u + η·g; θ ← θ − u): at a co
 import pytest
 import torch
 
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.momentum_asgd import (
     DCASGDConfig, DCASGDServer, MultiASGDConfig, MultiASGDServer, NAGASGDConfig, NAGASGDServer, delay_compensate,
 )

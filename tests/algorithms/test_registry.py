@@ -15,7 +15,7 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms import registry
-from edgesync.algorithms.base import AlgorithmSpec, Instruction, ModelState, Update
+from edgesync.algorithms.machinery.base import AlgorithmSpec, Instruction, ModelState, Update
 from edgesync.transport.protocol import Message
 
 ROUNDS = 12  # on_update calls per smoke run

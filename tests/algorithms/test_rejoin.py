@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import ModelState
+from edgesync.algorithms.machinery.base import ModelState
 
 
 def _server(name, model_state, clients=(0, 1, 2), **settings):

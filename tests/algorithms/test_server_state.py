@@ -1,7 +1,7 @@
 """Every server half survives a restart: state_dict → torch.save → a fresh half's load_state_dict, then
 the same messages give the same instructions and the same global model, bit for bit.
 
-The coordinator checkpoints exactly this (runtime/checkpoint.py). Both worlds run the real client halves
+The coordinator checkpoints exactly this (runtime/bookkeeping/checkpoint.py). Both worlds run the real client halves
 (deep copies of one another at the checkpoint) under a deterministic clock, so ESync's State Server,
 whose decisions depend on measured times, is compared too.
 """
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from edgesync import algorithms
-from edgesync.algorithms.base import Instruction, ModelState, Update
+from edgesync.algorithms.machinery.base import Instruction, ModelState, Update
 
 from test_registry import SMOKE_SETTINGS, InProcessContext, _wire
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from edgesync.algorithms.asgd import ASGDConfig, ASGDServer
-from edgesync.algorithms.base import Instruction, ModelState
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.base import Instruction, ModelState
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.shat import (
     EnsembleConfig, EnsembleServer, SHATClient, SHATConfig, SHATRootConfig, SHATRootServer, SHATServer, shat_alpha,
 )

@@ -7,13 +7,13 @@ E = 1 epoch. Progress before update k is 4(k − 1)/16 epochs, so updates 1…6 
 import pytest
 import torch
 
-from edgesync.algorithms.async_server import AsyncServer
-from edgesync.algorithms.gradient_client import GradientClient
+from edgesync.algorithms.machinery.async_server import AsyncServer
+from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.dana import DanaSlimClient, DanaSlimConfig
 from edgesync.algorithms.easgd import EASGDConfig, EASGDServer
 from edgesync.algorithms.momentum_asgd import NAGASGDConfig, NAGASGDServer
 from edgesync.algorithms.shat import SHATConfig, SHATServer
-from edgesync.algorithms.warmup import Warmup, correct_momentum, warmup_lr
+from edgesync.algorithms.machinery.warmup import Warmup, correct_momentum, warmup_lr
 from fake_quadratic import QuadraticTrainer, run_fifo, torch_sgd
 
 SCHEDULE = [0.05, 0.0625, 0.075, 0.0875, 0.1, 0.1]

@@ -154,7 +154,7 @@ def test_to_tensor_normalises_each_channel(tmp_path: Path) -> None:
 
 
 def test_train_size_takes_the_first_samples_and_leaves_the_test_set(tmp_path: Path) -> None:
-    from edgesync.runtime.workload import dataset
+    from edgesync.runtime.bookkeeping.workload import dataset
 
     write_cifar(tmp_path, "archive")
     full = load_cifar10(tmp_path)
@@ -165,7 +165,7 @@ def test_train_size_takes_the_first_samples_and_leaves_the_test_set(tmp_path: Pa
 
 
 def test_a_tuned_scenario_holds_out_a_stratified_validation_set(tmp_path: Path) -> None:
-    from edgesync.runtime.workload import prepare_workload, validation_indices
+    from edgesync.runtime.bookkeeping.workload import prepare_workload, validation_indices
     from edgesync.scenario import scenario_from_dict
 
     batches = fake_batches()

@@ -217,7 +217,7 @@ def test_a_client_given_a_root_its_machine_lacks_fails_naming_it(
 ) -> None:
     # A client reads the data through runtime.workload.dataset with `--data-root` or the root that the
     # coordinator's SETUP carries (dataset.root): the coordinator's machine had it, this one does not.
-    from edgesync.runtime.workload import dataset
+    from edgesync.runtime.bookkeeping.workload import dataset
 
     _, repo = no_default_places
     write_fake_fashion(repo, gz=True)

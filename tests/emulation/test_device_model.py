@@ -146,7 +146,7 @@ def test_how_many_devices_can_be_online_at_once():
 
 def test_a_round_that_samples_computes_with_its_sample_only():
     from edgesync.algorithms.local_sgd import LocalSGDConfig
-    from edgesync.runtime.phases import computing_at_once
+    from edgesync.runtime.live.phases import computing_at_once
     from edgesync.scenario import scenario_from_dict
     churn = {"kind": "exponential", "mean_on_s": 20, "mean_off_s": 10}
     sc = scenario_from_dict({"name": "c", "clients": [{"profile": "x1", "availability": churn}] * 100,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from edgesync.algorithms.base import ModelState, Population, Update
+from edgesync.algorithms.machinery.base import ModelState, Population, Update
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDConfig
-from edgesync.algorithms.participation import choose, round_size
+from edgesync.algorithms.machinery.participation import choose, round_size
 from edgesync.emulation.availability import ExponentialAvailability, Schedule, parse_availability
 from edgesync.emulation.links import Link, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, parse_profile

@@ -77,8 +77,8 @@ def run_on_zeromq(scenario: dict, run_dir) -> None:
     """The same scenario with the ZeroMQ coordinator and clients, in threads of this process."""
     import threading
 
-    from edgesync.runtime.client import EdgeClient
-    from edgesync.runtime.coordinator import Coordinator
+    from edgesync.runtime.live.client import EdgeClient
+    from edgesync.runtime.live.coordinator import Coordinator
     sc = scenario_from_dict(scenario)
     with RunRecorder(run_dir) as recorder:
         coordinator = Coordinator(sc, recorder, bind="tcp://127.0.0.1:*")

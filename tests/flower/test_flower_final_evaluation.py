@@ -3,7 +3,7 @@
 that fails after an entry's final row goes on with `resume=true` without evaluating that entry again."""
 from __future__ import annotations
 
-from edgesync.runtime import checkpoint
+from edgesync.runtime.bookkeeping import checkpoint
 
 from conftest import small_scenario
 from test_flower_adapter import run_on, served_until_b_fails

@@ -16,7 +16,7 @@ from edgesync.flower.coordinator import ERROR_FILE, serve
 from edgesync.flower.stock_node import ModelLayout, StockNode
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
-from edgesync.runtime.membership import RunAborted
+from edgesync.runtime.bookkeeping.membership import RunAborted
 from edgesync.transport import protocol
 
 from conftest import small_scenario

@@ -7,7 +7,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.metrics.tensorboard_sink import run_name
-from edgesync.runtime.checkpoint import scenario_digest
+from edgesync.runtime.bookkeeping.checkpoint import scenario_digest
 from edgesync.scenario import scenario_from_dict
 
 

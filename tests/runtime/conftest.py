@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from edgesync.metrics.recorder import RunRecorder
-from edgesync.runtime.coordinator import Coordinator
-from edgesync.runtime.client import EdgeClient
+from edgesync.runtime.live.coordinator import Coordinator
+from edgesync.runtime.live.client import EdgeClient
 from edgesync.scenario import scenario_from_dict
 
 

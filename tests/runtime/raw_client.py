@@ -7,7 +7,7 @@ import time
 
 import zmq
 
-from edgesync.runtime.client import EdgeClient
+from edgesync.runtime.live.client import EdgeClient
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
 

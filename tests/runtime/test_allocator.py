@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from edgesync.runtime.allocator import glibc
+from edgesync.transport.allocator import glibc
 
 # mallopt's thresholds and mallinfo2 are glibc's: elsewhere there is nothing to tune or to measure.
 pytestmark = pytest.mark.skipif(glibc() is None, reason="needs glibc (mallopt, mallinfo2)")
 
 _PROBE = """
 import ctypes, sys
-from edgesync.runtime.allocator import tune_allocator
+from edgesync.transport.allocator import tune_allocator
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in

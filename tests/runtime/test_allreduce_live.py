@@ -21,7 +21,7 @@ import torch
 import yaml
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.coordinator import Coordinator
+from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.runs import run_scenario
 from edgesync.scenario import scenario_from_dict
 

@@ -8,7 +8,7 @@ import pytest
 import zmq
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.client import ClientFailed, EdgeClient
+from edgesync.runtime.live.client import ClientFailed, EdgeClient
 
 
 def header(**fields) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.client import EdgeClient
+from edgesync.runtime.live.client import EdgeClient
 
 TIMEOUT_S = 1.5  # faults.client_timeout_s
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.client import ClientFailed, EdgeClient
+from edgesync.runtime.live.client import ClientFailed, EdgeClient
 from edgesync.transport.security import ClientKeys, ServerKeys, create_keys, local_keys
 
 REFUSAL_WITHIN_S = 20.0  # generous for a busy machine; a refusal takes milliseconds
@@ -82,7 +82,7 @@ def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, 
     from edgesync.scenario import scenario_from_dict
 
     made: list = []
-    monkeypatch.setattr("edgesync.runtime.launcher.local_keys",
+    monkeypatch.setattr("edgesync.runtime.live.launcher.local_keys",
                         lambda folder, n: made.append(folder) or local_keys(folder, n))
     caplog.set_level(logging.INFO, logger="edgesync.security")
     caplog.set_level(logging.INFO, logger="edgesync.launcher")

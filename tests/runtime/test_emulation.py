@@ -88,7 +88,7 @@ def test_two_device_speeds_are_refused():
     ("none", "isolation off"),
 ])
 def test_a_client_given_nothing_to_apply_says_so_and_goes_on(prefer, detail):
-    from edgesync.runtime.client import EdgeClient
+    from edgesync.runtime.live.client import EdgeClient
     client = EdgeClient("tcp://127.0.0.1:1")  # never connects: only its isolation step runs, in this thread
     client._isolate(None, None, prefer)
     assert client._isolation.mechanism == "none" and detail in client._isolation.detail

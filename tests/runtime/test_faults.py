@@ -19,7 +19,7 @@ import yaml
 from raw_client import RawClient
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime import checkpoint
+from edgesync.runtime.bookkeeping import checkpoint
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
 pytestmark = pytest.mark.slow

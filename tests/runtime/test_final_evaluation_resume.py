@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime import checkpoint
+from edgesync.runtime.bookkeeping import checkpoint
 
 from evaluation_rows import assert_one_row_per_evaluation, rows_by_entry
 from test_faults import lab_for, scenario  # noqa: F401 - lab_for is the fixture: processes on loopback

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from raw_client import GatedClient, RawClient
 
 from edgesync import algorithms
-from edgesync.algorithms.base import ModelState
+from edgesync.algorithms.machinery.base import ModelState
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from edgesync.transport.fields import check_client_fields
 from edgesync.transport.protocol import CLIENT_TYPES, Message, ProtocolError
 
@@ -109,7 +109,7 @@ def broken_updates(grad: torch.Tensor, buffers: torch.Tensor) -> st.SearchStrate
 def test_fuzzed_frames_never_crash_the_coordinator_or_touch_the_model(loopback, monkeypatch):
     # Prepare: a training coordinator, a hand-driven member (rank 0), a stranger, a real client held back.
     # NaN updates would count towards divergence (the algorithm would stop): not what this test is about.
-    monkeypatch.setattr("edgesync.runtime.coordinator.NONFINITE_UPDATES_DIVERGED", 10**9)
+    monkeypatch.setattr("edgesync.runtime.live.coordinator.NONFINITE_UPDATES_DIVERGED", 10**9)
     run = loopback(clients=["x1", "x1"], algorithms=[{"name": "asgd", "lr": 0.05}],
                    stop={"time_budget_s": 300, "max_updates": 8}, eval={"every_s": 2, "test_size": 200})
     gate = threading.Event()

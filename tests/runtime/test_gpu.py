@@ -15,9 +15,9 @@ import torch
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.models import build_model
-from edgesync.runtime.coordinator import RunAborted
+from edgesync.runtime.live.coordinator import RunAborted
 from edgesync.runtime.runs import finish_run
-from edgesync.runtime.workload import resolve_device
+from edgesync.runtime.bookkeeping.workload import resolve_device
 from edgesync.trainer import Trainer
 
 CUDA = torch.cuda.is_available()
@@ -200,8 +200,8 @@ def test_a_client_put_on_a_gpu_the_machine_lacks_stops_the_run_saying_why(loopba
 def test_stats_name_the_gpu_of_the_device_the_session_trained_on(monkeypatch):
     """HELLO goes before SETUP, so only STATS know a GPU the scenario chose."""
     from types import SimpleNamespace
-    from edgesync.runtime.accounting import ClientClock
-    from edgesync.runtime.client import EdgeClient
+    from edgesync.runtime.bookkeeping.accounting import ClientClock
+    from edgesync.runtime.live.client import EdgeClient
     from edgesync.trainer import TrainerStats
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
@@ -218,7 +218,7 @@ def test_stats_name_the_gpu_of_the_device_the_session_trained_on(monkeypatch):
 
 def test_clients_jsonl_takes_the_gpu_from_stats_not_hello(loopback):
     """A client whose HELLO said cpu (no --device) but whose STATS name a GPU: the row names that GPU."""
-    from edgesync.runtime.client import EdgeClient
+    from edgesync.runtime.live.client import EdgeClient
 
     class SaysGpu(EdgeClient):
         def _stats(self):
@@ -236,9 +236,9 @@ def test_clients_jsonl_takes_the_gpu_from_stats_not_hello(loopback):
 
 
 def test_a_warm_up_keeps_the_trainers_counters_hook_and_batches():
-    """A GPU client warms up before READY (runtime/client.py), a Flower ClientApp before each instruction
+    """A GPU client warms up before READY (runtime/live/client.py), a Flower ClientApp before each instruction
     (flower/node.py); what it ran is not the algorithm's: the next steps see the batches they would have."""
-    from edgesync.runtime.step_time import warm_up
+    from edgesync.runtime.bookkeeping.step_time import warm_up
     trainer, twin = (torch.manual_seed(0) and small_trainer(torch.device("cpu")) for _ in range(2))  # the same
     trainer.gradient(), twin.gradient()
     before, hook = dict(trainer.stats.__dict__), trainer.hook

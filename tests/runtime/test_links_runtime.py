@@ -81,8 +81,8 @@ def test_live_run_in_network_namespaces_cleans_up(tmp_path):
 
 def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
     from edgesync.emulation.links import Link
-    from edgesync.runtime.membership import transport_link
-    from edgesync.runtime.launcher import kernel_shape
+    from edgesync.runtime.bookkeeping.membership import transport_link
+    from edgesync.runtime.live.launcher import kernel_shape
 
     link = Link(rate_mbps=10, latency_s=0.05, jitter_s=0.01, loss=0.001)
     shape = kernel_shape(link)

@@ -1,9 +1,9 @@
-"""Rate-limited warnings (runtime/log_limit.py), on a hand-driven clock."""
+"""Rate-limited warnings (runtime/bookkeeping/log_limit.py), on a hand-driven clock."""
 from __future__ import annotations
 
 import logging
 
-from edgesync.runtime.log_limit import RateLimitedLog
+from edgesync.runtime.bookkeeping.log_limit import RateLimitedLog
 
 
 def test_the_first_warning_is_whole_the_rest_are_counted_per_window(caplog):

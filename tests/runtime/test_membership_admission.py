@@ -12,7 +12,7 @@ import time
 import zmq
 
 from conftest import small_scenario
-from edgesync.runtime.membership import Membership
+from edgesync.runtime.bookkeeping.membership import Membership
 from edgesync.scenario import scenario_from_dict
 from edgesync.transport import protocol
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message, MessageType as T
@@ -66,7 +66,7 @@ def test_a_hello_from_a_socket_closed_before_its_welcome_leaves_the_rank_to_the_
 
 def test_a_client_refused_for_now_asks_again_at_once_not_after_its_wait(monkeypatch):
     """`_await_welcome` answers a non-fatal refusal (between algorithms) with a new HELLO on the same socket."""
-    from edgesync.runtime import client as client_module
+    from edgesync.runtime.live import client as client_module
 
     sent = []
 

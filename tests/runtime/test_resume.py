@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime import checkpoint
+from edgesync.runtime.bookkeeping import checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}

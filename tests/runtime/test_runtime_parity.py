@@ -1,11 +1,11 @@
-"""The bookkeeping is written once (runtime/accounting.py): the same scenario run live (real sockets,
+"""The bookkeeping is written once (runtime/bookkeeping/accounting.py): the same scenario run live (real sockets,
 client threads) and in the simulator writes rows of the same keys, in the same order, with the same
 stop rules. Only the numbers differ: wall-clock against virtual time."""
 from __future__ import annotations
 
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
-from edgesync.runtime.simulator import run_sim
-from edgesync.runtime.progress import Progress
+from edgesync.runtime.sim.simulator import run_sim
+from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.scenario import scenario_from_dict
 
 from conftest import small_scenario

@@ -1,4 +1,4 @@
-"""The simulator's coordinator cost model (`sim.server_time: model`, runtime/server_cost.py).
+"""The simulator's coordinator cost model (`sim.server_time: model`, runtime/sim/server_cost.py).
 
 The costs are measured once per machine (a calibration) and then read from `$EDGESYNC_CACHE`; a run
 records the costs it used in its scenario.yaml, so a replay charges the same. With costs given in the
@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime import server_calibration, server_cost
+from edgesync.runtime.sim import server_calibration, server_cost
 from edgesync.runtime.runs import run_scenario
-from edgesync.runtime.simulator import Simulator
+from edgesync.runtime.sim.simulator import Simulator
 from edgesync.scenario import load_scenario, scenario_from_dict
 
 # Exact in decimal at the metrics' µs resolution; an update's collect (0.003 s with its decoding) outlasts

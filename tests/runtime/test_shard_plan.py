@@ -8,7 +8,7 @@ from edgesync.emulation.links import Link
 from edgesync.models import build_model
 from edgesync.models.shard_plan import layer_sizes, model_plan, plan
 from edgesync.params import get_params
-from edgesync.runtime.sim_shards import Shards
+from edgesync.runtime.sim.shards import Shards
 
 
 def test_layer_sharding_gives_each_shard_the_same_number_of_whole_layers():
@@ -94,7 +94,7 @@ def test_a_query_is_the_leads_alone():
 def test_a_message_cut_into_slices_and_joined_back():
     """θ = 0…9 over shards [0,3), [3,7), [7,10): dense tensors by range, a sparse pair by index (relative
     to each shard's start), the buffers with the lead; joining gives the message back."""
-    from edgesync.runtime.shard_slices import join, split
+    from edgesync.runtime.sharding.slices import join, split
 
     bounds = ((0, 3), (3, 7), (7, 10))
     message = {"params": torch.arange(10.0), "buffers": torch.ones(4),
@@ -111,8 +111,8 @@ def test_a_message_cut_into_slices_and_joined_back():
 
 def test_a_slice_keeps_the_pieces_of_the_tensors_it_cuts():
     """Parameter tensors of 2, 5 and 3 values; shard 1 owns [3, 7): a piece of 4 of the second tensor."""
-    from edgesync.algorithms.base import ModelState
-    from edgesync.runtime.shard_slices import sliced_state
+    from edgesync.algorithms.machinery.base import ModelState
+    from edgesync.runtime.sharding.slices import sliced_state
 
     initial = ModelState(torch.arange(10.0), torch.ones(4), (2, 5, 3))
     bounds = ((0, 3), (3, 7), (7, 10))

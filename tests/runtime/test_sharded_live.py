@@ -13,13 +13,13 @@ import torch
 import yaml
 
 from edgesync import algorithms
-from edgesync.algorithms.base import ModelState, Population, Update
+from edgesync.algorithms.machinery.base import ModelState, Population, Update
 from edgesync.flower.lab import free_ports
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models.shard_plan import plan
 from edgesync.runtime.runs import run_scenario
-from edgesync.runtime.shard_lead import ShardLead
-from edgesync.runtime.shard_server import ShardServer
+from edgesync.runtime.sharding.lead import ShardLead
+from edgesync.runtime.sharding.server import ShardServer
 from edgesync.scenario import scenario_from_dict
 from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T
@@ -157,7 +157,7 @@ def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path):
     import signal
     import time
 
-    from edgesync.runtime import checkpoint
+    from edgesync.runtime.bookkeeping import checkpoint
 
     data = base(clients=2, sharding="memory", shards=2, checkpoint={"every_updates": 4})
     data["algorithms"] = [{"name": "ssgd", "lr": 0.05, "momentum": 0.9}]

@@ -1,4 +1,4 @@
-"""The Ray backend's channel (runtime/sim_channel.py) over real sockets, without Ray: tensors a worker
+"""The Ray backend's channel (runtime/sim/channel.py) over real sockets, without Ray: tensors a worker
 holds go by name and come out bit for bit; ipc on one node, CURVE over TCP across nodes."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import zmq
 
-from edgesync.runtime.sim_channel import CACHED, SIM, DriverChannel, WorkerChannel
+from edgesync.runtime.sim.channel import CACHED, SIM, DriverChannel, WorkerChannel
 from edgesync.transport.protocol import Message, MessageType
 
 

@@ -1,4 +1,4 @@
-"""Updates in flight past `sim.spill_mb` wait on disk (runtime/sim_spill.py): bit for bit the same run."""
+"""Updates in flight past `sim.spill_mb` wait on disk (runtime/sim/spill.py): bit for bit the same run."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from edgesync.algorithms.base import Update
+from edgesync.algorithms.machinery.base import Update
 from edgesync.runtime.runs import run_scenario
-from edgesync.runtime.sim_spill import Spill, Spilled
+from edgesync.runtime.sim.spill import Spill, Spilled
 from edgesync.scenario import scenario_from_dict
 
 

@@ -26,14 +26,14 @@ import pytest
 import torch
 import yaml
 
-from edgesync.algorithms.gradient_client import GradientClient, model_instruction
+from edgesync.algorithms.machinery.gradient_client import GradientClient, model_instruction
 from edgesync.data.datasets import to_tensor
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
-from edgesync.runtime import step_time
+from edgesync.runtime.bookkeeping import step_time
 from edgesync.runtime.runs import run_scenario
-from edgesync.runtime.workload import client_splits, scenario_dataset
+from edgesync.runtime.bookkeeping.workload import client_splits, scenario_dataset
 from edgesync.scenario import load_scenario, scenario_from_dict
 from edgesync.trainer import Trainer
 from edgesync.transport.protocol import Message

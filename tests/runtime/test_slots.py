@@ -1,4 +1,4 @@
-"""Many devices per process (runtime/slots.py): slots sharing one model and one compute turn, in threads of
+"""Many devices per process (runtime/live/slots.py): slots sharing one model and one compute turn, in threads of
 this process and as a real `edgesync client --slots K` process, over real sockets and real data."""
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from edgesync.emulation.compute_turn import ComputeTurn
-from edgesync.runtime.slots import SlotHost, SlotTrainer
-from edgesync.runtime.workload import dataset
+from edgesync.runtime.live.slots import SlotHost, SlotTrainer
+from edgesync.runtime.bookkeeping.workload import dataset
 from edgesync.trainer import Trainer
 
 from conftest import LoopbackRun, small_scenario
@@ -166,7 +166,7 @@ def test_six_clients_in_two_slot_processes_run_to_the_end_and_a_failing_slot_sto
 
 
 def test_edgesync_run_spreads_many_clients_over_processes_of_slots():
-    from edgesync.runtime.launcher import LOCAL_PROCESSES_PER_CORE, describe_layout, process_layout
+    from edgesync.runtime.live.launcher import LOCAL_PROCESSES_PER_CORE, describe_layout, process_layout
     few = process_layout(4, None, cores=2)  # the quick start: one process per client, as always
     assert [list(g) for g in few] == [[0], [1], [2], [3]]
     many = process_layout(LOCAL_PROCESSES_PER_CORE * 2 + 1, None, cores=2)  # one per core past the limit

@@ -7,7 +7,7 @@ import json
 import torch
 from torch import nn
 
-from edgesync.runtime.step_time import cached_step_s, machine_key
+from edgesync.runtime.bookkeeping.step_time import cached_step_s, machine_key
 from edgesync.trainer import Trainer
 
 

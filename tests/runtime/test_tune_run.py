@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.checkpoint import CheckpointError
+from edgesync.runtime.bookkeeping.checkpoint import CheckpointError
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.tuning import tune_entries
-from edgesync.runtime.workload import client_splits, scenario_dataset, validation_indices
+from edgesync.runtime.bookkeeping.workload import client_splits, scenario_dataset, validation_indices
 from edgesync.scenario import scenario_from_dict
 
 VALIDATION, TEST = 97, 200  # 97 is prime: an accuracy k/97 is not j/200 unless it is 0 or 1

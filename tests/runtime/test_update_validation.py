@@ -8,9 +8,9 @@ import torch
 from raw_client import GatedClient, RawClient
 
 from edgesync import algorithms
-from edgesync.algorithms.base import ModelState
+from edgesync.algorithms.machinery.base import ModelState
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.update_check import UpdateCheck, UpdateRefused
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from edgesync.transport.fields import check_client_fields
 from edgesync.transport.protocol import Message, ProtocolError
 
@@ -201,7 +201,7 @@ def test_nan_updates_from_every_client_mark_the_algorithm_diverged(loopback):
 
 
 def test_each_server_half_declares_its_update_format():
-    from edgesync.algorithms.base import UpdateFormat
+    from edgesync.algorithms.machinery.base import UpdateFormat
     initial = ModelState(torch.zeros(P), torch.zeros(B))
     formats = {name: algorithms.get(name).server(algorithms.get(name).config(name=name, **config), initial, [0, 1])
                .update_format() for name, config in [("asgd", {}), ("local_sgd", {}), ("easgd", {}),
@@ -216,7 +216,7 @@ def test_each_server_half_declares_its_update_format():
 def test_the_check_follows_the_declared_format_alone():
     # Prepare: an ASGD half that declares sparse bfloat16 gradients (no DGS class involved)
     from edgesync.algorithms.asgd import ASGDConfig, ASGDServer
-    from edgesync.algorithms.base import UpdateFormat
+    from edgesync.algorithms.machinery.base import UpdateFormat
 
     class SparseASGD(ASGDServer):
         def update_format(self):

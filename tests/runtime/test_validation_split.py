@@ -9,7 +9,7 @@ import torch
 from edgesync.data.datasets import to_tensor
 from edgesync.data.partition import partition
 from edgesync.metrics.recorder import read_jsonl
-from edgesync.runtime.workload import (VALIDATION_SPLIT_SEED, client_splits, prepare_workload, scenario_dataset,
+from edgesync.runtime.bookkeeping.workload import (VALIDATION_SPLIT_SEED, client_splits, prepare_workload, scenario_dataset,
                                        validation_indices, validation_split)
 from edgesync.scenario import scenario_from_dict
 

@@ -8,7 +8,7 @@ import torch
 import zmq
 
 from edgesync.emulation.links import Link
-from edgesync.runtime.run_clock import RunClock
+from edgesync.runtime.live.run_clock import RunClock
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 

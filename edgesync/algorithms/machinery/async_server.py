@@ -1,0 +1,112 @@
+"""The asynchronous master shared by the ASGD family (NAG/Multi/DC-ASGD, DANA, SHAT, EASGD, SSP).
+
+It is `asgd.ASGDServer` with its steps named as hooks and the learning-rate warm-up of `warmup` built
+in. For every update from a live client it (1) takes η from the warm-up schedule, (2) measures the lag
+τ = updates applied since the model the client computed on was sent, (3) calls `apply()`, which
+changes the global model out of place, (4) logs τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and G
+normalised by the RMS of the client's raw gradient, one normaliser for every algorithm
+(`staleness`: the RMS the client reported in its meta, else that of the raw gradient it sent), plus
+the algorithm's own fields, (5) keeps the latest BatchNorm statistics (unless the half declares
+`latest_statistics = False` and handles them in `apply()`: FedAsync mixes them), and (6) returns
+`after_update()`'s sends: by default the reply to the sender alone.
+
+Hooks, each with the ASGD behaviour by default:
+- `apply(client, update, lr)` changes `self.params`; returns extra fields for the update log.
+  ASGD: θ ← θ − η·g.
+- `outgoing(client)` the parameters the client will compute on (θ; DANA: its look-ahead θ̂); they
+  are remembered in `self.sent[client]`.
+- `computed_on(client)` the parameters the arriving update was computed on (default `sent`).
+- `instruction(client, theta)` the instruction that carries them (θ, buffers, version).
+- `after_update(client)` what to send once the update is applied (SSP holds replies here).
+
+With warm-up off and no hook overridden it applies exactly ASGD's updates (`asgd` is this class). The
+client half of the gradient-pushing members is `gradient_client.GradientClient`, whose updates carry
+the client's data size, which the warm-up needs.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from edgesync.algorithms.machinery.base import Instruction, Send, ServerAlgorithm, Update
+from edgesync.algorithms.machinery.gradient_client import model_instruction
+from edgesync.algorithms.machinery.staleness import raw_gradient_rms, staleness_fields
+from edgesync.algorithms.machinery.warmup import Warmup, WarmupConfig
+
+
+class AsyncServer(ServerAlgorithm):
+    config: WarmupConfig
+    update_key = "grad"  # the tensor every update carries
+    latest_statistics: ClassVar[bool] = True  # keep the latest update's BatchNorm statistics (docs/algorithms.md)
+
+    def __init__(self, config: WarmupConfig, initial, clients):
+        super().__init__(config, initial, clients)
+        self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
+        self.lr = self.warmup.lr()  # η for the next update (and for client-side steps)
+        self.lag_sum = 0
+        self.sent: dict[int, torch.Tensor] = {}  # what each client computes on (references, never copies)
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def apply(self, client: int, update: Update, lr: float) -> dict[str, Any]:
+        self.params = self.params - lr * update.tensors["grad"]
+        return {}
+
+    def outgoing(self, client: int) -> torch.Tensor:
+        return self.params
+
+    def computed_on(self, client: int) -> torch.Tensor:
+        return self.sent.get(client, self.params)
+
+    def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
+        return model_instruction(theta, self.buffers, self.updates)
+
+    def after_update(self, client: int) -> list[Send]:
+        return [self.reply(client)]
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def start(self) -> list[Send]:
+        return [self.reply(c) for c in self.clients]
+
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        if client not in self.clients or self.update_key not in update.tensors:
+            return []  # a dropped client's late update, or a malformed one: not applied
+        lr = self.warmup.observe(client, update.meta)
+        lag = self.lag_of(update)
+        self.lag_sum += lag
+        theta_apply, theta_computed = self.params, self.computed_on(client)
+        grad_rms = raw_gradient_rms(update.meta, update.tensors)
+        extra = self.apply(client, update, lr)
+        fields = staleness_fields(lag, theta_apply, theta_computed, grad_rms)
+        if self.config.warmup_epochs:
+            fields["lr"] = lr
+        self.log_update(client, **fields, **extra)
+        if self.latest_statistics and "buffers" in update.tensors:
+            self.buffers = update.tensors["buffers"].clone()  # BatchNorm statistics: the latest
+        self.updates += 1
+        self.lr = self.warmup.lr()
+        return self.after_update(client)
+
+    def lag_of(self, update: Update) -> int:
+        """τ: global updates applied since the model this update was computed on was sent (its version)."""
+        return self.updates - int(update.meta.get("version", self.updates))
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        if client in self.clients:
+            self.clients.remove(client)
+        self.sent.pop(client, None)
+        return []
+
+    def on_client_joined(self, client: int) -> list[Send]:
+        """Back in the pool: it gets the current model at once, as at the start (per-client state
+        dropped when it was lost starts afresh; DGS sends it the dense model)."""
+        if client not in self.clients:
+            self.clients.append(client)
+            self.clients.sort()
+        return [self.reply(client)]
+
+    def reply(self, client: int) -> Send:
+        theta = self.outgoing(client)
+        self.sent[client] = theta
+        return Send(client, self.instruction(client, theta))
+

@@ -1,0 +1,273 @@
+"""The barrier round shared by the synchronous family (SSGD, local SGD / FedAvg, ESync).
+
+Each round the server broadcasts θ with the round number as `version`, collects one update per live
+client into running sums (float64, so the mean is the same in any arrival order; memory does not grow with
+the number of clients), and when every live
+client has reported calls `apply(mean)` and broadcasts again. `round_lr` is η for the round: the
+configured one, or the warm-up schedule's at the round's start (`warmup_epochs`). Updates from an earlier round or from
+a client not in the round are ignored. A client lost after it reported still counts: its update was
+computed on this round's θ. Subclasses say which tensor they average (`update_key`) and how to
+weight it (`weight`).
+
+Partial participation (participation.py): `online` is every client able to take part, `clients` the
+round's participants, drawn among the online ones when the round starts (all of them unless the config
+samples). A client lost mid-round leaves both; one that comes back joins `online` and can be drawn from
+the next round on (or at once, when no round is under way). A round whose every participant is lost
+before anyone reported is drawn again among those still online. Each round's draw is logged (a row with
+`participants` and `online` in updates.jsonl) and its close (`contributors` and the time each reported,
+`reported_s`) when the config samples clients or some client is offline;
+`participation` counts the rounds each client reported in.
+
+All-reduce (`aggregation: allreduce`, esync.txt §3's MPI Allreduce form of GLOBAL-SUM-UPDATES): the
+round's participants sum their weighted updates among themselves over torch.distributed
+(runtime/allreduce/client.py) and each applies the round's `apply(mean)` to its own replica of this half.
+What reaches the server is a report from each (`meta["ring"]`), then, from the round's lead (its
+lowest-ranked participant), the round's mean (`ring.mean_of`), which the server applies exactly as
+the replicas did: it keeps the model (evaluation, checkpoints, resume) and its θ equals every replica's
+bit for bit. The round closes on the reports: the next one starts at once when every participant's
+replica holds θ (`ring.current`: the live transport leaves the tensors out, allreduce/host.py), so the
+mean's upload overlaps the next round's compute; a round with a client that needs θ waits for the mean.
+`updates` counts the means applied. A participant lost before it reported leaves the ring unable to
+finish, and a lead lost before its mean arrived leaves the server behind its replicas: either way the
+round starts again, with θ sent to everyone. A full update (no `ring` in its meta: the simulator's,
+which models the ring's time instead, sim/ring.py) is summed as in the parameter-server form.
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from edgesync.algorithms.machinery.base import Send, ServerAlgorithm, Update
+from edgesync.algorithms.machinery.gradient_client import model_instruction
+from edgesync.algorithms.machinery.participation import ParticipationConfig, choose
+from edgesync.algorithms.machinery.warmup import Warmup
+
+
+class RoundConfig(ParticipationConfig):
+    """Keys of every barrier-round algorithm (SSGD, local SGD, ESync)."""
+
+    aggregation: Literal["ps", "allreduce"] = Field(
+        "ps", description="ps: the coordinator sums the updates; allreduce: the clients do, over "
+                          "torch.distributed (gloo on CPU, NCCL on GPUs)")
+    allreduce_backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto", description="allreduce: the ring's backend; auto = NCCL when every client has a GPU of its "
+                            "own in the scenario (distinct cuda devices), else gloo")
+
+
+class RoundServer(ServerAlgorithm):
+    update_key = "grad"
+
+    def __init__(self, config, initial, clients):
+        super().__init__(config, initial, clients)
+        self.online = sorted(self.clients)  # able to take part; `clients` are the round's participants
+        self.round = 0
+        self.attempt = 0  # draws of this round's participants (a round whose participants all left is redrawn)
+        self.participation: dict[int, int] = {}  # rounds each client reported in
+        self.warmup = Warmup(config.lr, config.warmup_epochs, self.clients)
+        self.round_lr = self.warmup.lr()
+        self.ring_group = 0  # all-reduce: the process group of the round's participants (a new one per draw)
+        self.ring_members: list[int] = []
+        self.current: set[int] = set()  # all-reduce: clients whose replica holds this round's θ
+        self.awaiting: dict | None = None  # all-reduce: the closed round whose mean is on its way (round, lead, lr)
+        self.held: bool = False  # all-reduce: this round's instructions wait for that mean (θ to send)
+        self._reset()
+
+    @property
+    def all_reduce(self) -> bool:
+        return getattr(self.config, "aggregation", "ps") == "allreduce"
+
+    def load_state_dict(self, state: dict) -> None:
+        defaults = {"ring_group": 0, "ring_members": [], "awaiting": None, "held": False}
+        super().load_state_dict({**defaults, **state, "current": set()})  # resumed clients hold no replica
+        if self.awaiting is not None:  # saved before the mean came: that round again
+            self.round, self.awaiting, self.held = self.awaiting["round"], None, False
+            self._reset()
+
+    def _reset(self) -> None:
+        self.reported: set[int] = set()
+        self.reported_at: dict[int, float] = {}  # when each report arrived (the round's log row)
+        self.weight_sum = 0.0
+        self.update_sum: torch.Tensor | None = None
+        self.buffer_sum: torch.Tensor | None = None
+        self.early_mean: dict[str, torch.Tensor] | None = None  # all-reduce: the lead's mean, before the others' reports
+
+    # -- hooks -----------------------------------------------------------------------------------
+    @abstractmethod
+    def apply(self, mean: torch.Tensor) -> None:
+        """Change the global model with this round's (weighted) mean of `update_key`."""
+
+    def weight(self, update: Update) -> float:
+        """This update's weight in the round's mean; 1 = unweighted."""
+        return 1.0
+
+    def instruction_meta(self, client: int) -> dict:
+        """Extra metadata for `client`'s instruction this round (step budgets, …)."""
+        return {}
+
+    def replica_state(self) -> dict[str, torch.Tensor]:
+        """Besides θ and the buffers, what `apply` keeps between rounds (SSGD's velocity): sent to an
+        all-reduce client whose replica is not current."""
+        return {}
+
+    def load_replica_state(self, tensors: dict[str, torch.Tensor]) -> None:
+        """A replica takes `replica_state()` from an instruction."""
+
+    # -- the round -------------------------------------------------------------------------------
+    def start(self) -> list[Send]:
+        return self.broadcast()
+
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        ring = update.meta.get("ring") if self.all_reduce else None
+        if isinstance(ring, dict) and "mean_of" in ring:
+            return self._take_mean(client, ring["mean_of"], update.tensors)
+        if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
+            return []  # a late update from an earlier round or a dropped client: not part of this round
+        self.warmup.observe(client, update.meta)
+        self.reported.add(client)
+        self.reported_at[client] = round(self.now(), 6)
+        self.participation[client] = self.participation.get(client, 0) + 1
+        if ring is not None:  # all-reduce: the clients summed; the lead's mean follows its report
+            return self._close_round_if_complete()
+        w = self.weight(update)
+        self.weight_sum += w
+        self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
+        if "buffers" in update.tensors:
+            self.buffer_sum = _accumulate(self.buffer_sum, update.tensors["buffers"], w)
+        return self._close_round_if_complete()
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        self.current.discard(client)
+        if self.awaiting is not None and client == self.awaiting["lead"]:  # its replicas are ahead of the server
+            self.round, self.awaiting, self.held = self.awaiting["round"], None, False
+            return self._restart_ring(client)
+        if self.all_reduce and client in self.clients and client not in self.reported:
+            return self._restart_ring(client)
+        if client in self.online:
+            self.online.remove(client)
+        if client in self.clients:
+            self.clients.remove(client)
+        return self._close_round_if_complete()
+
+    def on_client_joined(self, client: int) -> list[Send]:
+        """A returning client can be drawn from the next round on (this one's mean is already under
+        way); if no round is under way (every participant was lost), a round starts at once."""
+        if client in self.online:
+            return []
+        self.online = sorted({*self.online, client})
+        if self.clients:
+            return []
+        self.attempt += 1
+        return self.broadcast()
+
+    def _restart_ring(self, lost: int) -> list[Send]:
+        """All-reduce: `lost` left before it reported, so the others' collective cannot finish (or finished
+        and was applied to replicas the server has not heard from): the round starts again, θ to all."""
+        self.online = [c for c in self.online if c != lost]
+        self.log_update(-1, round=self.round, ring_restarted=True, lost=lost)
+        self.current = set()
+        self.attempt += 1
+        self._reset()
+        if self.online:
+            return self.broadcast()
+        self.clients = []
+        return []
+
+    def _take_mean(self, client: int, of: int, tensors: dict[str, torch.Tensor]) -> list[Send]:
+        """All-reduce: the lead's mean of round `of`, applied as its replicas applied it (that round's η).
+        One that comes before the round has closed (the lead is quicker than another's report) waits."""
+        if of == self.round and self.ring_members[:1] == [client]:
+            self.early_mean = tensors
+            return []
+        if self.awaiting is None or of != self.awaiting["round"] or client != self.awaiting["lead"]:
+            return []  # a mean of a round started again
+        now_lr, self.round_lr = self.round_lr, self.awaiting["lr"]
+        self.apply(tensors["mean"])
+        self.round_lr = now_lr
+        if "buffers" in tensors:
+            self.buffers = tensors["buffers"]
+        self.updates += 1
+        self.awaiting = None
+        sends = [self._instruction(c) for c in self.clients] if self.held else []
+        self.held = False
+        return sends + self._close_round_if_complete()  # this round's reports may all be in already
+
+    def include(self, client: int) -> None:
+        """Make `client` one of the round's clients (ESync adds its State Server record)."""
+        self.clients = sorted({*self.clients, client})
+
+    def _close_round_if_complete(self) -> list[Send]:
+        if not self.reported:
+            if self.clients or not self.online:
+                return []
+            self.attempt += 1  # every participant left before reporting: draw again among the online
+            return self.broadcast()
+        if not self.reported.issuperset(self.clients) or self.awaiting is not None:
+            return []  # (all-reduce: the previous round's mean first)
+        if self._logs_rounds():
+            self.log_update(-1, round=self.round, contributors=sorted(self.reported),
+                            reported_s=[self.reported_at[c] for c in sorted(self.reported)])
+        early = self.early_mean
+        if self.update_sum is None:  # all-reduce reports: the replicas hold θ_{t+1}; the lead's mean follows
+            self.awaiting = {"round": self.round, "lead": self.ring_members[0], "lr": self.round_lr}
+        else:
+            self.apply((self.update_sum / self.weight_sum).float())
+            if self.buffer_sum is not None:
+                self.buffers = (self.buffer_sum / self.weight_sum).float()  # BatchNorm statistics: averaged
+            self.updates += 1
+        self.current = set(self.reported) if self.all_reduce else set()
+        self.round += 1
+        self.attempt = 0
+        self._reset()
+        sends = self.broadcast()
+        if self.awaiting is not None and early is not None:
+            sends += self._take_mean(self.awaiting["lead"], self.awaiting["round"], early)
+        return sends
+
+    def broadcast(self) -> list[Send]:
+        """Start the round: draw its participants among the online clients and send them θ."""
+        self.round_lr = self.warmup.lr()
+        self.clients = []
+        config = self.config
+        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
+        chosen = choose(config, self.population, self.online, self.round, self.attempt) if sampled else self.online
+        for client in chosen:
+            self.include(client)
+        if self.all_reduce and (self.clients != self.ring_members or self.attempt):
+            self.ring_group += 1  # gloo groups are fixed: new members, or a failed try, need a new one
+            self.ring_members = list(self.clients)
+        if self._logs_rounds():
+            self.log_update(-1, round=self.round, participants=list(self.clients), online=len(self.online))
+        if self.awaiting is not None and not self.current.issuperset(self.clients):
+            self.held = True  # a participant needs θ, which the lead's mean brings
+            return []
+        return [self._instruction(c) for c in self.clients]
+
+    def _logs_rounds(self) -> bool:
+        """Rounds are logged (who was drawn, who contributed) when they sample clients or some are offline."""
+        config = self.config
+        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
+        return sampled or len(self.online) < len(self.population.data_sizes)
+
+    def _instruction(self, client: int) -> Send:
+        meta = self.instruction_meta(client)
+        if not self.all_reduce:
+            return Send(client, model_instruction(self.params, self.buffers, self.round, **meta))
+        current = client in self.current
+        meta["ring"] = {"group": self.ring_group, "members": list(self.clients), "current": current,
+                        "lr": self.round_lr}
+        instruction = model_instruction(self.params, self.buffers, self.round, **meta)
+        if not current:
+            instruction.tensors.update(self.replica_state())
+        return Send(client, instruction)
+
+
+def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
+    """The running sum in float64: the round's mean, rounded to float32 once, does not depend on the order the
+    updates arrived in (live, that order varies from run to run, and a float32 sum in it moved the model by a
+    last bit that a ReLU network can amplify over rounds)."""
+    if total is None:
+        return x.double() * weight
+    return total.add_(x.double(), alpha=weight)

@@ -1,0 +1,397 @@
+"""The live coordinator: a message loop that runs each algorithm of a scenario in turn.
+
+Per algorithm: SETUP every client and CALIBRATE the throttled ones (phases.py), then hand every
+arriving UPDATE to the algorithm's server half and send what it returns, until a stop rule fires;
+then END and the clients' rows. Who is in the run, and alive, is membership.py's job; what is recorded,
+and when the run stops, accounting.py's (shared with the simulator and Flower); follower shards of a
+sharded server, sharding/lead.py's; all-reduce's store, allreduce/host.py's. The loop never blocks longer than
+`POLL_INTERVAL_S`; evaluation runs on a worker thread.
+
+Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the coordinator
+reads (fields.py), and each UPDATE's tensors against the model and the algorithm, finite included
+(update_check.py). A refused update never reaches the server half; it counts in `refused` (clients.jsonl).
+
+Hooks for runtimes built on this one (the Flower ServerApp, flower/coordinator.py): `heartbeats`, `after_algorithm(
+config, end_s, final)` (the final model, before END), `members`, `phases`, `recorder` (clients, rows).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Callable, ClassVar
+
+from edgesync import algorithms
+from edgesync.algorithms.machinery.base import AlgorithmConfig, Population, Send, ServerAlgorithm, Update
+from edgesync.constants import NONFINITE_UPDATES_DIVERGED, POLL_INTERVAL_S
+from edgesync.metrics.coordinator_load import LiveLoad, record_load
+from edgesync.metrics.recorder import RunRecorder
+from edgesync.runtime.bookkeeping.accounting import AlgorithmAccount
+from edgesync.runtime.bookkeeping.checkpoint import Checkpointer
+from edgesync.runtime.bookkeeping.evaluator import Evaluator, Snapshot
+from edgesync.runtime.live.availability import CoordinatorAvailability
+from edgesync.runtime.bookkeeping.membership import Membership, RunAborted
+from edgesync.runtime.live.phases import Phases
+from edgesync.runtime.bookkeeping.progress import Progress
+from edgesync.runtime.bookkeeping.resume import restore_algorithm, save_algorithm
+from edgesync.runtime.allreduce.host import RingHost, count_ring_bytes
+from edgesync.runtime.sharding.lead import NoShards, lead_for
+from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
+from edgesync.runtime.bookkeeping.workload import prepare_workload
+from edgesync.scenario import Scenario
+from edgesync.transport import protocol
+from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
+from edgesync.transport.security import ServerKeys
+from edgesync.transport.sockets import CoordinatorSocket
+
+__all__ = ["Coordinator", "RunAborted"]
+
+log = logging.getLogger("edgesync.coordinator")
+
+
+class Coordinator:
+    heartbeats: ClassVar[bool] = True  # liveness by heartbeats and timeouts (the Flower runtime leaves it to Flower)
+
+    def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
+                 progress: Progress | None = None,
+                 health_check: Callable[[], list[tuple[int, str]] | None] | None = None,
+                 sock: CoordinatorSocket | None = None, keys: ServerKeys | None = None,
+                 shutdown_clients: bool = True):
+        """`sock` replaces the ZeroMQ socket bound at `bind` with another transport of the same API
+        (the Flower runtime's `edgesync.flower.grid_socket.GridSocket`); `keys` make the socket a
+        CURVE server admitting only the allow-list's clients (transport/security.py).
+        `shutdown_clients=False` leaves the clients running after the last algorithm (a sweep's next
+        variant has its own coordinator on the same address); they are still told SHUTDOWN on a failure."""
+        self.shutdown_clients = shutdown_clients
+        self.scenario = scenario
+        self.recorder = recorder
+        self.sock = sock if sock is not None else CoordinatorSocket(bind, keys=keys)
+        self.address = self.sock.address
+        self.progress = progress or Progress(enabled=False)
+        self.members = Membership(scenario, self.sock, heartbeats=self.heartbeats, on_lost=self._client_lost,
+                                  quorum=self._quorum)
+        if health_check is not None:
+            self.health_check = health_check
+        self.phases = Phases(self.members, self.progress)
+        self.ring = self.phases.ring = RingHost(bind, scenario, lambda: time.perf_counter() - self._started)
+        self.checkpoints: Checkpointer | None = None  # set by the launcher: checkpoint.pt, --resume
+        self.shards, self.shard_addresses = NoShards(), []  # follower shards' addresses: set by the launcher
+        self.shard_keys = keys.as_client() if keys is not None else None  # the lead's, to its followers
+        self.server: ServerAlgorithm | None = None  # the running algorithm's server half, while it trains
+        self.account: AlgorithmAccount | None = None
+        self.update_check: UpdateCheck | None = None
+        self.joining: dict[int, str] = {}  # rank → what a client coming back mid-algorithm owes: READY, CALIBRATED
+        self.refused: dict[int, int] = {}  # per client: messages refused while training this algorithm
+        self.seen: dict[int, dict[str, int]] = {}  # per client: steps and samples of the updates it sent
+        self.nonfinite = 0  # updates refused for NaN/Inf values, this algorithm
+        self._bytes0: tuple[dict, dict] = ({}, {})  # socket counters when this algorithm started
+        self.traffic_before_resume = (0, 0)  # bytes up/down before a resume
+        self._started = 0.0
+        self.availability = CoordinatorAvailability(scenario)  # replaced at each algorithm's start
+
+    # -- settings the launchers make ---------------------------------------------------------------
+    peers = property(lambda self: self.members.peers)  # rank → Peer
+
+    # () → [(rank, why)] of exited local clients; the link properties tc applies (netns): the members'
+    health_check = property(lambda self: self.members.health_check,
+                            lambda self, check: setattr(self.members, "health_check", check))
+    kernel_shapes = property(lambda self: self.members.kernel_shapes,
+                             lambda self, shapes: setattr(self.members, "kernel_shapes", shapes))
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def after_algorithm(self, config: AlgorithmConfig, end_s: float, final: Snapshot) -> None:
+        """Called with the algorithm's final model, before its clients are told END. Default: nothing."""
+
+    # -- the whole run -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Load the data, split it, build θ₀ and the evaluator: everything that can fail early."""
+        if hasattr(self, "evaluator"):
+            return
+        sc = self.scenario
+        self.workload = work = prepare_workload(sc)
+        self.phases.splits = work.splits
+        self.shards = self.phases.shards = lead_for(sc, work, self.shard_addresses, self.shard_keys)
+        self.evaluator = Evaluator(sc.model.name, work.data.num_classes, work.data.input_shape[0], work.eval_x,
+                                   work.eval_y, sc.eval.batch_size)
+
+    def run(self) -> None:
+        self.prepare()
+        try:
+            todo = [a for a in self.scenario.algorithms if not (self.checkpoints and self.checkpoints.is_done(a.key))]
+            for entry in self.scenario.algorithms:
+                if entry not in todo:
+                    log.info("%s finished before the resume: skipped", entry.key)
+            if todo:
+                self.members.join_all(self.progress)
+            for entry in todo:
+                self._run_algorithm(entry)
+        except BaseException as exc:
+            self.members.shutdown(f"the run was aborted: {exc}" if str(exc) else "the run was aborted", aborted=True)
+            self.shards.close()  # follower shards exit with a failed run
+            raise
+        else:
+            if self.shutdown_clients:
+                self.members.shutdown()
+                self.members.dismiss_offline(set(self.availability.offline))  # they ask to return once a second
+            self.shards.close(shutdown=self.shutdown_clients)  # else the next variant's coordinator leads them
+        finally:
+            self.evaluator.close()
+
+    def close(self) -> None:
+        self.shards.close()  # still open only if the run never got to its end
+        self.ring.close()
+        self.sock.close()
+
+    # -- one algorithm -----------------------------------------------------------------------------
+    def _run_algorithm(self, config: AlgorithmConfig) -> None:
+        sc = self.scenario
+        self.members.liveness.new_algorithm()
+        self.phases.setup_all(config)
+        self.phases.calibrate_all()
+        availability = self.availability = CoordinatorAvailability(sc)
+        offline_at_start = availability.start()
+        initial, in_it = self.shards.lead_state(self.workload.initial), [r for r in self.members.alive()
+                                                                          if r not in offline_at_start]
+        server = algorithms.get(config.name).server(config, initial, in_it)  # on slice 0 if sharded
+        server.population = Population(sc.seed, {r: len(split) for r, split in enumerate(self.workload.splits)})
+        self.update_check = UpdateCheck.for_server(server, initial)
+        server = self.shards.wrap(server, config, self.workload.initial, in_it)
+        account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
+        self.refused, self.nonfinite, self.seen = {}, 0, {}
+        server.now = lambda: time.perf_counter() - self._started
+        self._bytes0 = (dict(self.sock.bytes_in), dict(self.sock.bytes_out))
+        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
+        elapsed, self.traffic_before_resume = restore_algorithm(
+            self.checkpoints, self.recorder.run_dir, account, server, self.members.alive(),
+            list(self.members.liveness.lost))
+        if elapsed == 0.0:
+            self.evaluator.submit(self._snapshot(server, 0.0))  # the initial model, at time zero
+            self._save(server, 0.0)  # a crash before the first periodic checkpoint resumes from here
+        next_eval = (math.floor(elapsed / sc.eval.every_s) + 1) * sc.eval.every_s
+        self._started = time.perf_counter() - elapsed
+        self.sock.start_clock(self._started)  # messages carry the algorithm's clock from now on; clients' too
+        for rank in self.members.alive() if sc.varies_in_time else ():
+            self.members.send(rank, protocol.heartbeat())  # so that every client hears it at once
+        self.load = LiveLoad(self._started, elapsed, self.sock)  # its busy time; queueing delays from those stamps
+        for rank in offline_at_start:
+            self.members.lose(rank, "offline at the start (availability)")
+            account.log_presence(rank, False, elapsed)
+        self.server = server
+        try:
+            self._dispatch(server.start() if account.final_row is None else [])  # else resumed after it: END only
+            account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
+            while True:
+                now = time.perf_counter() - self._started
+                availability.take_offline(now, account, self.members)
+                account.log_evals(self.evaluator.results())
+                if account.should_stop(now, server.updates):
+                    break  # before a periodic snapshot: the model at the stop is evaluated once, as the final one
+                if now >= next_eval:
+                    self.evaluator.submit(self._snapshot(server, now))
+                    next_eval += sc.eval.every_s
+                self.members.tend()
+                wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
+                item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
+                if item is None:
+                    continue
+                self._dispatch(self._handle(server, *item))
+                if self.checkpoints and self.checkpoints.due(server.updates, time.perf_counter() - self._started):
+                    self._save(server, time.perf_counter() - self._started)
+        finally:
+            self.server = None
+            self.sock.start_clock(None)
+        end = time.perf_counter() - self._started
+        self.shards.end()  # follower shards finish the updates the lead applied; their last slices are kept
+        final = self._snapshot(server, end)
+        if account.final_row is None:  # else written before a crash: the resume only ends the entry
+            counters, acc, loss = self.evaluator.evaluate_now(final)
+            account.log_evals(self.evaluator.results())
+            account.log_final(counters, acc, loss, diverged=account.diverged)  # also if only updates were non-finite
+            record_load(self.recorder, config.key, self.load.finish(end))  # coordinator.jsonl; a bottleneck warns
+            self._save(server, end)  # with the final row: a crash from here on resumes past it, not into a second
+        self.after_algorithm(config, end, final)
+        self.phases.end_all(account, self._bytes0, self.refused, self.seen,
+                            availability.client_extras(server, self.peers, end))
+        self.checkpoints and self.checkpoints.finish(config.key)
+        self.progress.end_algorithm(config.key, account.final_row)
+
+    def _save(self, server: ServerAlgorithm, now: float) -> None:
+        save_algorithm(self.checkpoints, self.account, server, now, self.traffic())
+
+    def _quorum(self) -> int:
+        """Synchronous algorithms need faults.quorum clients alive, any one; the offline are not missing."""
+        offline = len(self.availability.offline)
+        if self.server is not None and algorithms.get(self.server.config.name).family == "synchronous":
+            return max(0, min(self.scenario.faults.quorum, len(self.peers) - offline))
+        return 0 if offline else 1
+
+    # -- messages while training -------------------------------------------------------------------
+    def _handle(self, server: ServerAlgorithm, identity: bytes, msg: Message | ProtocolError) -> list[Send]:
+        self._handled_at = now = self._now()  # what it changes is logged at this time: the online set is as of now
+        self.availability.take_offline(now, self.account, self.members)  # before its messages are used
+        rank = self.members.ranks.get(identity)
+        if isinstance(msg, ProtocolError):
+            if rank is not None:
+                self._refuse(rank, "message", str(msg))
+            else:
+                self.members.reject(identity, str(msg))
+            return []
+        if rank is None:
+            if msg.type == T.HELLO:
+                return self._readmit(server, identity, msg)
+            self.members.say_hello_first(identity, msg, " (the run is in progress)")
+            return []
+        if rank in self.members.liveness.lost and self.availability.is_offline(rank, now):
+            return []  # offline by its availability: what it still says is lost with the device
+        if rank in self.members.liveness.lost and msg.type == T.HELLO:  # back on the same connection (Flower)
+            return self._readmit(server, identity, Message(T.HELLO, {**msg.meta, "rank": rank}))
+        if rank in self.members.liveness.lost:  # it speaks again: back, once what it said is handled as a lost client's
+            sends = [] if rank in self.joining else self._handle_live(server, identity, rank, msg)
+            return sends + self._back(server, rank, msg)
+        return self._handle_live(server, identity, rank, msg)
+
+    def _handle_live(self, server: ServerAlgorithm, identity: bytes, rank: int, msg: Message) -> list[Send]:
+        if msg.type == T.HEARTBEAT:
+            return []
+        try:
+            if msg.type == T.UPDATE:
+                try:
+                    self.update_check.check(msg.tensors, "ring" in msg.meta)
+                except UpdateRefused as exc:  # before the server half: the global model is untouched
+                    self._refuse(rank, "UPDATE", str(exc))
+                    return self._fresh_start(server, rank, exc.nonfinite)
+                sends = server.on_update(rank, Update(tensors=msg.tensors, meta=msg.meta))
+                count_ring_bytes(self.sock, identity, msg.meta)  # all-reduce: what the client sent its peers
+                self.account.samples += int(msg.meta.get("samples", 0))
+                seen = self.seen.setdefault(rank, {"steps": 0, "samples": 0})
+                seen["steps"] += int(msg.meta.get("steps", 0))
+                seen["samples"] += int(msg.meta.get("samples", 0))
+                self.account.log_updates(server.drain_update_log(), self._handled_at)
+                return sends
+            if msg.type == T.QUERY:
+                reply = server.on_query(rank, msg.meta)
+                if reply is not None:
+                    self.sock.send(identity, protocol.reply(reply))
+                return []
+        except Exception as exc:  # a message the algorithm cannot use: refused, the run goes on
+            log.exception("client %d: %s refused by %s", rank, msg.type, self.account.key)
+            self._refuse(rank, msg.type, f"{type(exc).__name__}: {exc}", logged=True)
+            return []
+        if msg.type == T.ERROR:
+            log.error("client %d reports: %s", rank, msg.meta.get("reason"))
+            return []
+        self.members.reject(identity, f"{msg.type} is not expected while training")
+        return []
+
+    def _fresh_start(self, server: ServerAlgorithm, rank: int, nonfinite: bool) -> list[Send]:
+        """After a refused update the client would wait forever for an answer: it starts afresh from
+        the current model (lost and back: a barrier closes without it, its per-client state is reset).
+        Non-finite updates mean the training diverged: past a few per client the algorithm stops."""
+        if nonfinite:
+            self.nonfinite += 1
+            if self.nonfinite >= NONFINITE_UPDATES_DIVERGED * max(1, len(self.peers)):
+                log.error("%s diverged: %d updates with NaN or Inf refused", self.account.key, self.nonfinite)
+                self.account.diverged = True
+                return []
+        return server.on_client_lost(rank) + server.on_client_joined(rank)
+
+    def _refuse(self, rank: int, what: str, reason: str, logged: bool = False) -> None:
+        """A training client's message is not used: counted, logged (rate-limited), answered with ERROR."""
+        self.refused[rank] = self.refused.get(rank, 0) + 1
+        if not logged:
+            self.members.warnings.warning(rank, f"client {rank}: {what} refused during {self.account.key} "
+                                                f"({self.refused[rank]} so far): {reason}")
+        self.members.send(rank, protocol.error(f"{what} refused: {reason}"))
+
+    def _dispatch(self, sends: list[Send]) -> None:
+        for send in sends:
+            if send.client in self.peers:  # all-reduce: θ left out where the client's replica holds it
+                self.members.send(send.client, protocol.train(*self.ring.wire(send.instruction)))
+
+    # -- clients lost and back ---------------------------------------------------------------------
+    def _client_lost(self, rank: int) -> None:
+        self.joining.pop(rank, None)
+        if self.server is not None:
+            self._dispatch(self.server.on_client_lost(rank))  # a barrier closes without it; ESync stops waiting
+            self.account.log_updates(self.server.drain_update_log(), self._now())  # a round closed or drawn again
+
+    def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
+        """A lost client spoke. One set up for the algorithm in progress (the same process, paused or cut
+        off) is back now; any other (a new process that said HELLO, or one lost in an earlier algorithm)
+        is set up first and back once it answers (READY, then CALIBRATED)."""
+        owed = self.joining.get(rank)
+        if owed is None and self.phases.set_up_for.get(rank) != self.account.key:
+            self.joining[rank] = T.READY
+            self.phases.send_setup(self.account.config, rank)
+            return []
+        if owed is not None:
+            if msg.type != owed:
+                return []
+            if msg.type == T.READY:  # its step paced as the algorithm's plan says (it measures first if new)
+                self.joining[rank] = T.CALIBRATED
+                self.members.send(rank, self.phases.pace(rank))
+                return []
+            if msg.type == T.CALIBRATED:
+                self.phases.note_calibrated(rank, msg.meta)
+            del self.joining[rank]
+        self.members.liveness.back(rank)
+        log.info("client %d is back", rank)
+        if self.availability.back(rank, self._handled_at):
+            self.account.log_presence(rank, True, self._handled_at)
+        sends = server.on_client_joined(rank)
+        self.account.log_updates(server.drain_update_log(), self._handled_at)  # a round it starts, at its time
+        return sends
+
+    def _now(self) -> float:
+        return time.perf_counter() - self._started
+
+    def _readmit(self, server: ServerAlgorithm, identity: bytes, msg: Message) -> list[Send]:
+        """HELLO mid-algorithm: a client process that lost its link (or was restarted) asks for its rank
+        back. It may take a lost rank (a live one is refused, not fatally: the client retries with backoff
+        until its old socket is known to be gone); it is set up for the algorithm and joins it when READY."""
+        members = self.members
+        asked = msg.meta.get("rank")
+        if asked is None:  # a restarted client that did not say its rank: a lost one, of its host if any
+            host = (msg.meta.get("info") or {}).get("host") if isinstance(msg.meta.get("info"), dict) else None
+            lost = sorted(members.liveness.lost, key=lambda r: (self.peers[r].info.get("host") != host, r))
+            if not lost:
+                members.reject(identity, "the run is in progress and every rank is held by a live client; "
+                                         "asking again until one is lost")
+                return []
+            asked = lost[0]
+        if not isinstance(asked, int) or asked not in self.peers:
+            members.reject(identity, f"rank {asked!r} is not one of this run's (0..{members.size - 1})", fatal=True)
+            return []
+        if self.availability.is_offline(asked, self._now()):
+            back = self.availability.online_at(asked, self._now())
+            members.reject(identity, f"client {asked} is offline until {back:.1f} s of the algorithm (its availability); "
+                                     "asking again", expected=True)
+            return []
+        if asked not in members.liveness.lost:
+            if self.peers[asked].same_process(msg):
+                members.lose(asked, "it said HELLO again on a new socket")  # the old socket is gone
+            elif why := members.gone(asked):  # a restarted client: its earlier process is provably gone
+                members.lose(asked, f"a new process asks for its rank and the earlier one is gone ({why})")
+            else:  # the old process may still be alive: the client asks again with backoff
+                members.reject(identity, f"rank {asked} is held by a live client; asking again until it is gone "
+                                         f"(at most faults.client_timeout_s = {members.liveness.timeout_s:g} s)")
+                return []
+        members.forget(asked)
+        self.phases.set_up_for.pop(asked, None)  # a new process or socket: nothing is set up on it
+        self.joining.pop(asked, None)  # a SETUP sent to its old socket is lost with it: sent again below
+        members.admit(identity, Message(T.HELLO, {**msg.meta, "rank": asked}))
+        return self._back(server, asked, msg)
+
+    # -- evaluation and counters -------------------------------------------------------------------
+    def traffic(self) -> tuple[int, int]:
+        """Bytes up and down of the algorithm in progress, a resumed run's earlier traffic included."""
+        in0, out0 = self._bytes0
+        up = sum(v - in0.get(k, 0) for k, v in self.sock.bytes_in.items())
+        down = sum(v - out0.get(k, 0) for k, v in self.sock.bytes_out.items())
+        up, down = up + self.shards.traffic[0], down + self.shards.traffic[1]  # the follower shards' too
+        return up + self.traffic_before_resume[0], down + self.traffic_before_resume[1]
+
+    def _snapshot(self, server: ServerAlgorithm, now: float) -> Snapshot:
+        params = server.global_params().clone()  # sharded: every slice, and the followers' traffic
+        self.account.bytes_up, self.account.bytes_down = self.traffic()
+        return Snapshot(params, server.global_buffers().clone(), self.account.counters(now, server.updates))
