@@ -65,7 +65,7 @@ from pydantic import Field
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
 from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
-from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
+from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum, instruction_lr
 from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
 from edgesync.compression.topk import select
 
@@ -296,7 +296,7 @@ class DGSClient(ClientAlgorithm):
         if self.buffers is not None and self.buffers.numel():
             t.set_buffers(self.buffers)
         g, loss = t.gradient(self.config.weight_decay)
-        lr = float(instruction.meta.get("lr", self.config.lr))
+        lr = instruction_lr(instruction.meta)
         x, idx = self.sparsify(g, lr, instruction.meta)
         tensors = pack("delta", x, idx, self.value_dtype)
         buffers = t.get_buffers()

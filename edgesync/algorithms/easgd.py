@@ -31,7 +31,7 @@ from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap, rms
-from edgesync.algorithms.machinery.warmup import WarmupConfig
+from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 
 class EASGDConfig(WarmupConfig):
@@ -83,7 +83,7 @@ class EASGDClient(ClientAlgorithm):
             self.theta = instruction.tensors["params"]
             self.buffers = instruction.tensors.get("buffers")
         t, cfg = self.trainer, self.config
-        lr = float(instruction.meta.get("lr", cfg.lr))
+        lr = instruction_lr(instruction.meta)
         steps = max(1, int(instruction.meta.get("local_steps", cfg.local_steps)))
         if self.buffers is not None and self.buffers.numel():
             t.set_buffers(self.buffers)

@@ -16,6 +16,7 @@ from pydantic import Field
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
 from edgesync.algorithms.machinery.staleness import rms
+from edgesync.algorithms.machinery.warmup import instruction_lr
 from edgesync.trainer import Interrupt
 
 
@@ -68,7 +69,7 @@ class LocalRound:
         self.velocity: torch.Tensor | None = None
         self.steps = 0
         self.loss_sum = 0.0
-        self.lr = float(instruction.meta.get("lr", self.config.lr))
+        self.lr = instruction_lr(instruction.meta, self.config.lr, self.config.warmup_epochs)
         self.measure_grad_rms = measure_grad_rms
         self.grad_rms_sum = 0.0
         self.proximal_mu = proximal_mu  # FedProx: μ/2·‖θ − θ0‖² added to the loss (a stock Flower FedProx)

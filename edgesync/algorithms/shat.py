@@ -50,7 +50,7 @@ from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
-from edgesync.algorithms.machinery.warmup import WarmupConfig
+from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 log = logging.getLogger("edgesync.algorithms.shat")
 
@@ -201,7 +201,7 @@ class SHATClient(ClientAlgorithm):
         if self.buffers is not None and self.buffers.numel():
             t.set_buffers(self.buffers)
         g, loss = t.gradient(self.config.weight_decay)
-        lr = float(instruction.meta.get("lr", self.config.lr))
+        lr = instruction_lr(instruction.meta)
         step = self.direction(g)
         self.theta = self.theta - lr * step  # the local step
         tensors = {"grad": step}

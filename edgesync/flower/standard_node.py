@@ -116,7 +116,8 @@ class StandardNode:
         self.trainer.hook = throttle
         theta0, buffers = self.trainer.get_params(), self._buffers()
         tensors = {"params": theta0} if buffers is None else {"params": theta0, "buffers": buffers}
-        local = LocalRound(half, Instruction(tensors=tensors, meta={}), proximal_mu=float(cfg["proximal-mu"]))
+        local = LocalRound(half, Instruction(tensors=tensors, meta={"lr": half.config.lr}),  # the server's η
+                           proximal_mu=float(cfg["proximal-mu"]))
         stats = self.trainer.stats
         compute0 = stats.compute_s
         for _ in range(steps):

@@ -13,7 +13,7 @@ from edgesync.algorithms.dana import DanaSlimClient, DanaSlimConfig
 from edgesync.algorithms.easgd import EASGDConfig, EASGDServer
 from edgesync.algorithms.momentum_asgd import NAGASGDConfig, NAGASGDServer
 from edgesync.algorithms.shat import SHATConfig, SHATServer
-from edgesync.algorithms.machinery.warmup import Warmup, correct_momentum, warmup_lr
+from edgesync.algorithms.machinery.warmup import Warmup, correct_momentum, instruction_lr, warmup_lr
 from fake_quadratic import QuadraticTrainer, run_fifo, torch_sgd
 
 SCHEDULE = [0.05, 0.0625, 0.075, 0.0875, 0.1, 0.1]
@@ -126,3 +126,25 @@ def test_synchronous_rounds_follow_the_warmup_schedule(model_state, make_update)
     for c in (0, 1):
         server.on_update(c, make_update([1.0], version=1, samples=50, data_size=100))
     assert torch.allclose(server.params, torch.tensor([0.75]))         # 0.9 − 0.15·1
+
+
+def test_an_instructions_lr_is_the_masters():
+    """The master's `lr` wins; a round master leaves it out only while its η is the config's constant."""
+    assert instruction_lr({"lr": 0.0625}, 0.1, 1.0) == 0.0625
+    assert instruction_lr({"lr": 0.0625}) == 0.0625
+    assert instruction_lr({}, 0.1, 0.0) == 0.1  # local SGD without warm-up: the SETUP config's η
+    with pytest.raises(ValueError, match="under warm-up .* carries no lr"):
+        instruction_lr({}, 0.1, 1.0)
+    with pytest.raises(ValueError, match="carries no lr"):
+        instruction_lr({"version": 3})  # a master that always sends it (DGS, EASGD, SHAT, FedAsync)
+
+
+def test_every_master_sends_the_lr_its_schedule_gives():
+    """Under warm-up every instruction carries η from the master's schedule, the clients' only source."""
+    from edgesync.algorithms import local_sgd
+    config = local_sgd.LocalSGDConfig(lr=0.1, warmup_epochs=1.0, local_steps=1)
+    server = local_sgd.DeltaServer.__new__(local_sgd.DeltaServer)
+    server.config, server.round_lr = config, 0.05
+    assert server.instruction_meta(0) == {"lr": 0.05}
+    server.config = local_sgd.LocalSGDConfig(lr=0.1, local_steps=1)
+    assert server.instruction_meta(0) == {}  # no warm-up: the wire carries no lr (SETUP has it)

@@ -17,10 +17,16 @@ under the small early η would be too small once η grows (the error spikes the 
 `correct_momentum` is that rescaling; `momentum_asgd.Velocities` applies it lazily.
 
 With `warmup_epochs = 0` (the default) the schedule is the constant η, bit for bit.
+
+Who decides η. The master does, for every instruction: the schedule needs its view of progress. The
+client halves read it with `instruction_lr` and nowhere else. Most masters write it into every
+instruction (`lr`); a round master (local SGD, ESync) writes it only under warm-up, because without
+warm-up its η is the constant `lr` of the algorithm config it sent in SETUP, and an `lr` key would add
+bytes to every instruction on the wire (the simulator counts them).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from edgesync.algorithms.machinery.base import AlgorithmConfig
@@ -36,6 +42,17 @@ def warmup_lr(lr: float, n_clients: int, epochs_done: float, warmup_epochs: floa
         return lr
     start = lr / max(1, n_clients)
     return start + (lr - start) * (epochs_done / warmup_epochs)
+
+
+def instruction_lr(meta: Mapping[str, Any], config_lr: float | None = None, warmup_epochs: float = 0.0) -> float:
+    """η of the instruction with `meta`: the master's `lr`. `config_lr` only for a client of a master that
+    leaves `lr` out while its schedule is the constant config `lr` (no warm-up): η is then that."""
+    if "lr" in meta:
+        return float(meta["lr"])
+    if config_lr is not None and not warmup_epochs:
+        return float(config_lr)
+    under = f" under warm-up ({warmup_epochs:g} epochs)" if warmup_epochs else ""
+    raise ValueError(f"an instruction{under} carries no lr: the master decides every instruction's learning rate")
 
 
 def correct_momentum(velocity: torch.Tensor, lr_old: float, lr_new: float) -> torch.Tensor:
