@@ -173,7 +173,8 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
     tiny = ("dataset.train_size=1000", "algorithms=[{name: ssgd, lr: 0.1}, {name: asgd, lr: 0.1}, "
             "{name: esync, lr: 0.1}]", "stop={time_budget_s: 2, target_acc: 0.3}", "eval={every_s: 1, test_size: 200}",
             "sim.base_step_s=0.05")
-    monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
+    monkeypatch.setattr(rp.suite, "EXPERIMENTS",  # where run_suite reads them
+                        (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
     # Execute
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1])
@@ -195,9 +196,10 @@ def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, m
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the workers inherit it
     tiny = ("dataset.train_size=600", "algorithms=[{name: asgd, lr: 0.1}, {name: esync, lr: 0.1}]",
             "stop={time_budget_s: 1, target_acc: 0.3}", "eval={every_s: 0.5, test_size: 100}")
-    monkeypatch.setattr(rp, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),
-                                            rp.Experiment("esync_noniid", "scenarios/esync_fmnist_noniid.yaml",
-                                                          quick=tiny)))
+    # run_suite reads the experiments where it lives, edgesync/reproduce/suite.py
+    monkeypatch.setattr(rp.suite, "EXPERIMENTS", (
+        rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),
+        rp.Experiment("esync_noniid", "scenarios/esync_fmnist_noniid.yaml", quick=tiny)))
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1], jobs=2)
     manifest = rp.read_manifest(tmp_path)
     assert sorted(manifest) == ["esync_iid", "esync_noniid"] and {e["jobs"] for e in manifest.values()} == {2}

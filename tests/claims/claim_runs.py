@@ -1,7 +1,7 @@
 """Run a seed paper's experiment as `edgesync run` does and read its claims as `edgesync reproduce` does.
 
 The experiments (scenario files) and the claims (which entries, which figure, which direction) are
-edgesync/reproduce.py's `EXPERIMENTS` and `CLAIMS`, and the figures come from its `evaluate`, which reads
+edgesync/reproduce/'s `EXPERIMENTS` and `CLAIMS`, and the figures come from its `evaluate`, which reads
 the run folder's summary.json: the tests restate no claim, they only choose a smaller size. A scenario is
 loaded with `--set`-style overrides and run by `run_scenario`, the path `edgesync run` takes.
 """

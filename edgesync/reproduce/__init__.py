@@ -1,0 +1,33 @@
+"""`edgesync reproduce`: the seed papers' headline comparisons, run over seeds and checked claim by claim.
+
+    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time: ~11 min
+    edgesync reproduce                    # the scenarios' own settings, 5 seeds
+    edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
+
+Each experiment is a scenario of scenarios/ run with a few `--set` overrides (fewer algorithms,
+shorter runs in --quick) and `seeds` (0–2 quick, 0–4 full; `--seeds` to change). Each claim's figure is
+computed per seed from the run folder's summary.json (paired: a ratio of two entries is taken within
+one seed), then summarised as a mean with a 95% Student-t interval over the seeds (metrics/seeds.py).
+The verdict is three-way: *holds* when the whole interval is on the claim's side of its threshold,
+*does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always
+with fewer than two seeds). A claim that holds by construction (a configured compression density
+fixes bytes per update) is marked so and counted apart from the measured ones. Nothing in the table
+is typed in. The output folder's reproduce.json records, per experiment, the mode, runtime,
+overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md between
+the markers of its mode and runtime, with the machine, base step times and seeds it was run with.
+
+experiments.py: what runs; claims.py: each claim, defined once (the benchmarks use them too); suite.py:
+running and the manifest; verdicts.py: figures, intervals, verdicts and the table; results_doc.py: docs/results.md.
+"""
+from __future__ import annotations
+
+from edgesync.reproduce import suite
+from edgesync.reproduce.claims import CLAIMS, Claim, Rows
+from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
+from edgesync.reproduce.results_doc import base_steps, docs_note, markers, write_docs
+from edgesync.reproduce.suite import MANIFEST, ROOT, folder_key, machine, read_manifest, run_suite
+from edgesync.reproduce.verdicts import count_line, evaluate, table, verdict
+
+__all__ = ["CLAIMS", "Claim", "Rows", "EXPERIMENTS", "SEEDS", "Experiment", "base_steps", "docs_note", "markers",
+           "write_docs", "MANIFEST", "ROOT", "folder_key", "machine", "read_manifest", "run_suite", "suite",
+           "count_line", "evaluate", "table", "verdict"]

@@ -1,0 +1,81 @@
+"""docs/results.md's reproduced tables: the markers around each mode and runtime's table, the note on how its
+runs were made (minutes, seeds, machine, base step times), and writing the table between its markers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from edgesync.docs_block import replace_block
+from edgesync.reproduce.suite import ROOT, read_manifest
+
+
+def markers(key: str) -> tuple[str, str]:
+    """docs/results.md's markers around the table of `key` ("quick-sim", "full-sim", "quick-live", …)."""
+    return f"<!-- reproduce:{key}:begin -->", f"<!-- reproduce:{key}:end -->"
+
+
+
+def docs_note(root: Path, key: str) -> str:
+    """What the docs block says of its runs: mode, folder, minutes, seeds, machine and base step times."""
+    manifest = read_manifest(root)
+    parts = [key, f"runs in `{root}`"]
+    if manifest:
+        total = sum(e["wall_s"] for e in manifest.values()) / 60
+        starts = [e["started_at"] for e in manifest.values() if "started_at" in e]
+        ends = [e["finished_at"] for e in manifest.values() if "finished_at" in e]
+        jobs = max((e.get("jobs", 1) for e in manifest.values()), default=1)
+        # the span from the first start to the last end means something only if they ran in one go (an
+        # experiment added later, with --only, would stretch it over the days between)
+        if jobs > 1 and len(starts) == len(ends) == len(manifest) and max(ends) - min(starts) < 60 * total:
+            parts.append(f"{(max(ends) - min(starts)) / 60:.1f} min, {jobs} experiments at a time "
+                         f"({total:.1f} min of runs)")
+        else:
+            parts.append(f"{total:.1f} min of runs" + (", experiments side by side" if jobs > 1 else ""))
+        seeds = sorted({s for e in manifest.values() for s in e.get("seeds", [])})
+        if seeds:
+            parts.append(f"seeds {', '.join(map(str, seeds))}")
+        machines = sorted({e["machine"] for e in manifest.values() if e.get("machine")})
+        if machines:
+            parts.append(f"machine: {'; '.join(machines)}")
+    steps = base_steps(root)
+    if steps:
+        parts.append("base step " + _steps_text(steps))
+    return ", ".join(parts)
+
+
+def base_steps(root: Path) -> list[float]:
+    """The ×1 device step times (ms) the runs under `root` used: a live run's from its clients' rows (the
+    shared base step each run measured), a simulated run's from its scenario.yaml."""
+    found = set()
+    for path in sorted(root.glob("*/scenario.yaml")):
+        sc = yaml.safe_load(path.read_text()) or {}
+        clients = path.parent / "clients.jsonl"
+        if sc.get("runtime") == "live" and clients.exists():
+            rows = [json.loads(line) for line in clients.read_text().splitlines() if line.strip()]
+            found.update(round(1e3 * r["base_step_s"], 2) for r in rows if isinstance(r.get("base_step_s"), float))
+            continue
+        fixed = (sc.get("emulation") or {}).get("base_step_ms")
+        sim = sc.get("sim") or {}
+        if fixed:
+            found.add(round(float(fixed), 2))
+        elif sim.get("base_step_s"):
+            found.add(round(1e3 * float(sim["base_step_s"]), 2))
+        else:
+            found.update(round(1e3 * float(v), 2) for v in (sim.get("measured_step_s") or {}).values())
+    return sorted(found)
+
+
+def _steps_text(steps: list[float]) -> str:
+    """'12.02 ms', or '21.60–24.10 ms' for runs that each measured their own."""
+    if len(steps) > 2:
+        return f"{steps[0]:.2f}–{steps[-1]:.2f} ms over the runs"
+    return ", ".join(f"{ms:.2f} ms" for ms in steps)
+
+
+def write_docs(text: str, key: str, note: str, doc: Path = ROOT / "docs" / "results.md") -> None:
+    """Replace the table between `key`'s markers in docs/results.md (a section is added if missing)."""
+    begin, end = markers(key)
+    replace_block(doc, begin, end, f"_Written by `edgesync reproduce` ({note})._\n\n{text}",
+                  missing=f"### The papers' claims, reproduced ({key})")

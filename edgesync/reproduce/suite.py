@@ -1,0 +1,116 @@
+"""Running the experiments: each over its seeds into its own folder (one after another, side by side in
+worker processes with `--jobs`, or its seeds as Ray tasks with `--parallel`), and the output folder's
+reproduce.json recording how and where each ran."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
+from edgesync.runtime.runs import run_scenario
+from edgesync.config import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = "reproduce.json"
+
+
+def read_manifest(out: Path) -> dict:
+    """What `run_suite` recorded in `out`: experiment → {mode, runtime, overrides, seeds, wall_s, machine}."""
+    path = out / MANIFEST
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def folder_key(out: Path) -> str | None:
+    """"MODE-RUNTIME" ("quick-sim", "full-live", …) if every experiment recorded in `out` ran so, else None."""
+    keys = {f"{e['mode']}-{e['runtime']}" for e in read_manifest(out).values()}
+    return keys.pop() if len(keys) == 1 else None
+
+
+def machine() -> str:
+    """This machine in a few words: CPU model, cores this process may use, OS."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}"
+
+
+def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | None = None,
+              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1, parallel: int = 1) -> None:
+    """Run the experiments into `out/KEY`, each over `seeds` (default SEEDS of the mode); `jobs` > 1 runs
+    that many simulator experiments at once in worker processes (live runs always one at a time: their
+    client processes need the cores); `parallel` > 1 instead runs one experiment at a time, that many of
+    its seeds and variants at once as Ray tasks (runtime/sim/parallel_variants.py)."""
+    out.mkdir(parents=True, exist_ok=True)
+    mode = "quick" if quick else "full"
+    seeds = list(seeds or SEEDS[mode])
+    todo = [exp for exp in EXPERIMENTS if not only or exp.key in only]
+    plans = {exp.key: [*(exp.quick if quick else exp.full), f"runtime={runtime}", f"seeds={seeds}"] for exp in todo}
+    for exp in todo:  # every scenario checked before anything runs
+        load_scenario(ROOT / exp.scenario, plans[exp.key])
+    manifest = read_manifest(out)
+    where = machine()
+
+    def record(exp: Experiment, wall_s: float) -> None:
+        now = time.time()
+        manifest[exp.key] = {"mode": mode, "runtime": runtime, "scenario": exp.scenario, "overrides": plans[exp.key],
+                             "seeds": seeds, "wall_s": round(wall_s, 1), "machine": where, "jobs": workers,
+                             "started_at": round(now - wall_s, 1), "finished_at": round(now, 1)}
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
+
+    workers = 1 if runtime == "live" or len(todo) <= 1 or parallel > 1 else max(1, jobs)
+    if workers == 1:
+        for exp in todo:
+            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress, parallel))
+        return
+    if runtime == "sim":
+        _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
+    started = time.perf_counter()
+    _say(f"reproduce: {len(todo)} experiments × {len(seeds)} seeds, {workers} at a time")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in todo}
+        for done, future in enumerate(as_completed(futures), 1):
+            exp = futures[future]
+            wall_s = future.result()  # a failed experiment stops the suite with its error
+            record(exp, wall_s)
+            _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {wall_s / 60:.1f} min "
+                 f"({(time.perf_counter() - started) / 60:.1f} min so far)")
+
+
+def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool, parallel: int = 1) -> float:
+    t0 = time.perf_counter()
+    # a second run of the suite into the same folder moves the earlier run of an experiment aside
+    run_scenario(load_scenario(ROOT / scenario, overrides), folder, progress=progress, overwrite=True,
+                 parallel=parallel)
+    return time.perf_counter() - t0
+
+
+def _measure_step_times(scenarios: list) -> None:
+    """Fill the simulator's per-machine caches — step times, and the coordinator's costs of each entry
+    (runtime/sim/server_cost.py) — before experiments run side by side, so no experiment measures them while
+    another one loads the cores (runtime/bookkeeping/step_time.py)."""
+    from edgesync.runtime.sim.simulator import Simulator
+    from edgesync.runtime.tuning import tuning_scenario
+    seen = set()
+    # a tuned experiment's grid points (momentum 0.5, 0.9, …) are entries of their own to calibrate
+    for sc in [s for sc in scenarios for s in ([sc, tuning_scenario(sc)] if sc.tune else [sc])]:
+        key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})),
+               sc.sim.server_time == "model" and tuple(a.model_dump_json(exclude={"label"}) for a in sc.algorithms))
+        if key not in seen:
+            seen.add(key)
+            Simulator(sc, None, None).prepare()
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,96 @@
+"""Deciding the claims: each claim's figure per seed from an experiment's summary.json, their mean and 95%
+interval (metrics/seeds.py), the three-way verdict, and the Markdown table of them all."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from edgesync.metrics.seeds import Interval, by_seed, interval
+from edgesync.reproduce.claims import CLAIMS
+
+
+def verdict(iv: Interval, direction: str, threshold: float) -> str:
+    """'holds' when the whole 95% interval is on the claim's side of the threshold, 'does not hold' when it
+    is wholly on the other side, else 'inconclusive' (also with fewer than two values: no interval)."""
+    if iv.low is None or iv.high is None:
+        return "inconclusive"
+    if direction == "≥":
+        return "holds" if iv.low >= threshold else "does not hold" if iv.high < threshold else "inconclusive"
+    return "holds" if iv.high <= threshold else "does not hold" if iv.low > threshold else "inconclusive"
+
+
+def evaluate(out: Path) -> list[dict]:
+    """Every claim whose experiment has a finished run folder under `out`: its figure per seed, their mean
+    and 95% interval, and the three-way verdict."""
+    results = []
+    for claim in CLAIMS:
+        folder = out / claim.experiment
+        summary = folder / "summary.json"
+        if not summary.exists():
+            continue
+        groups = by_seed(json.loads(summary.read_text()))
+        per_seed: dict[int | None, float | None] = {}
+        whys = []
+        for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            try:
+                value = claim.measure(rows)
+            except (KeyError, TypeError, ZeroDivisionError) as exc:
+                value = None
+                whys.append(f"missing in the run ({type(exc).__name__}: {exc})")
+            else:
+                if value is None:
+                    whys.append("not reached")
+                elif not math.isfinite(value):
+                    value = None
+                    whys.append("not finite")
+            per_seed[seed] = value
+        values = [v for v in per_seed.values() if v is not None]
+        iv = interval(values)
+        results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
+                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean,
+                        "verdict": verdict(iv, claim.direction, claim.threshold) if values else "n/a"})
+    return results
+
+
+def _figure(r: dict) -> str:
+    """'4.9× [4.2, 5.6] (3 seeds)': the mean, its 95% interval, and how many seeds gave the figure."""
+    c, iv = r["claim"], r["interval"]
+    if iv.mean is None:
+        return r["why"] or "n/a"
+    text = f"{_num(iv.mean)}{c.unit}"
+    if iv.low is not None:
+        text += f" [{_num(iv.low)}, {_num(iv.high)}]"
+    n = f"{iv.n} of {r['seeds']} seeds" if iv.n < r["seeds"] else f"{iv.n} seed{'s' if iv.n != 1 else ''}"
+    why = f"; {r['why']} in the others" if iv.n < r["seeds"] and r["why"] else ""
+    return f"{text} ({n}{why})"
+
+
+def _num(value: float) -> str:
+    return f"{value:.3g}".replace("-", "−")
+
+
+def table(results: list[dict]) -> str:
+    """The claims as a Markdown table, measured claims first, then those that hold by construction, and a
+    count of the verdicts of each kind."""
+    lines = ["| claim | paper | paper's figure | target | ours: mean [95% CI] | verdict | run folder |",
+             "|---|---|---|---|---|---|---|"]
+    measured = [r for r in results if not r["claim"].by_construction]
+    built = [r for r in results if r["claim"].by_construction]
+    for r in measured + built:
+        c = r["claim"]
+        shown = f"{r['verdict']} (by construction: {c.by_construction})" if c.by_construction else r["verdict"]
+        lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {_figure(r)} | {shown} | "
+                     f"`{r['folder']}` |")
+    lines += ["", count_line(measured, built)]
+    return "\n".join(lines)
+
+
+def count_line(measured: list[dict], built: list[dict]) -> str:
+    plural = {"holds": "hold", "does not hold": "do not hold", "inconclusive": "inconclusive", "n/a": "n/a"}
+    counts = {v: sum(r["verdict"] == v for r in measured) for v in plural}
+    parts = [f"{n} {v if n == 1 else plural[v]}" for v, n in counts.items() if n]
+    return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); by construction: {len(built)} "
+            f"({sum(r['verdict'] == 'holds' for r in built)} hold). A claim holds when its whole 95% interval "
+            f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
+            f"inconclusive otherwise.")
