@@ -114,11 +114,11 @@ def test_keys_command_prints_commands_that_the_cli_accepts(tmp_path, monkeypatch
     commands = [line.split()[1:] for line in result.output.splitlines() if line.startswith("  edgesync ")]
     assert [c[0] for c in commands] == ["coordinator", "client"]
     assert commands[1][1:3] == ["--connect", "tcp://127.0.0.1:5555"]
-    from edgesync import cli
-    assert cli._server_keys(Path(commands[0][commands[0].index("--curve-secret") + 1]),
-                            Path(commands[0][commands[0].index("--allow") + 1])) is not None
-    assert cli._client_keys(Path(commands[1][commands[1].index("--curve-secret") + 1]),
-                            Path(commands[1][commands[1].index("--server-key") + 1])) is not None
+    from edgesync.cli.shared import client_keys, server_keys
+    assert server_keys(Path(commands[0][commands[0].index("--curve-secret") + 1]),
+                       Path(commands[0][commands[0].index("--allow") + 1])) is not None
+    assert client_keys(Path(commands[1][commands[1].index("--curve-secret") + 1]),
+                       Path(commands[1][commands[1].index("--server-key") + 1])) is not None
 
 
 def test_keys_command_run_again_adds_clients_and_touches_nothing_else(tmp_path):

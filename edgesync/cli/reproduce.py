@@ -1,0 +1,57 @@
+"""`edgesync reproduce`: the seed papers' claims over seeds (edgesync/reproduce/)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from edgesync.cli.shared import err, out, parse_seeds
+
+
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds: about 11 minutes on 2 cores"),
+              runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
+              seeds: Optional[str] = typer.Option(None, "--seeds", help="seeds for every experiment, e.g. 0-4 "
+                                                  "(default 0-2 with --quick, else 0-4)"),
+              jobs: int = typer.Option(min(2, os.cpu_count() or 1), "--jobs", "-j", help="simulator experiments "
+                                       "run at once, one process each (live runs: always one)"),
+              parallel: int = typer.Option(1, "--parallel", metavar="N", min=1, help="simulator: one experiment at "
+                                           "a time, N of its seeds at once as Ray tasks (instead of --jobs; "
+                                           "a cluster: RAY_ADDRESS)"),
+              out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
+              reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
+              only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run"),
+              write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
+              quiet: bool = typer.Option(False, "--quiet", "-q")):
+    """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours."""
+    from edgesync import reproduce as rp
+    if runtime not in ("sim", "live"):
+        err.print(f"[red]--runtime must be sim or live, not {runtime!r}[/red]", highlight=False)
+        raise typer.Exit(2)
+    keys = [e.key for e in rp.EXPERIMENTS]
+    chosen = [k.strip() for k in only.split(",")] if only else None
+    if chosen and set(chosen) - set(keys):
+        err.print(f"[red]--only: unknown {sorted(set(chosen) - set(keys))}; experiments are {keys}[/red]",
+                  highlight=False)
+        raise typer.Exit(2)
+    root = reuse or out_dir
+    if reuse is None:
+        chosen_seeds = parse_seeds(seeds) if seeds is not None else None
+        if chosen_seeds is not None and len(chosen_seeds) < 2:
+            err.print("[yellow]--seeds: with one seed no claim gets an interval; every verdict will be "
+                      "inconclusive[/yellow]", highlight=False)
+        rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs,
+                     parallel=parallel)
+    results = rp.evaluate(root)
+    if not results:
+        err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
+        raise typer.Exit(1)
+    text = rp.table(results)
+    (root / "claims.md").write_text(text + "\n")
+    out.print(text, highlight=False)
+    if write_docs:
+        # The folder's record says how its runs were made; runs without one are taken as the options say.
+        key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
+        rp.write_docs(text, key, rp.docs_note(root, key))
+        out.print(f"table written to docs/results.md ({key})", highlight=False)
