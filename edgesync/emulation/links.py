@@ -16,7 +16,7 @@ when its last bit leaves. A channel's `origin` is the clock reading at which the
 the simulator's virtual time; the live ends set it).
 
 The simulator schedules its messages with this model in virtual time; the live transport holds each
-outgoing message until its arrival time (`transport/pacing.py`); the kernel backend (`netns.py`)
+outgoing message until its arrival time (`transport/pacing.py`); the kernel backend (`netns/`)
 lets `tc` shape the rate instead. The same seed gives the same jitter and losses.
 """
 from __future__ import annotations

@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from edgesync.emulation import netns
+from edgesync.emulation.netns import commands, naming, shaping
 from edgesync.emulation.netns import (
     DirectionShape, NetnsCommandError, NetnsLab, available, cleanup_stale, measure_rate,
 )
@@ -26,7 +27,7 @@ def _names() -> tuple[set[str], set[str]]:
     """(namespaces, root-namespace interface names) right now."""
     ns = {line.split()[0] for line in subprocess.run(
         ["ip", "netns", "list"], capture_output=True, text=True, timeout=10, check=True).stdout.splitlines() if line}
-    links = {link["ifname"] for link in netns._links()}
+    links = {link["ifname"] for link in commands._links()}
     return ns, links
 
 
@@ -64,7 +65,7 @@ def test_direction_shape_rejects_invalid_values(kwargs):
 
 def test_shape_commands_rate_only_without_netem():
     shape = DirectionShape(rate_mbps=20, latency_ms=30, jitter_ms=5, loss=0.01)
-    cmds = netns._shape_commands(["ip"], ["tc"], "dev0", shape, netem=False)
+    cmds = shaping._shape_commands(["ip"], ["tc"], "dev0", shape, netem=False)
     text = [" ".join(c) for c in cmds]
     assert "ip link set dev dev0 gso_max_segs 1" in text
     assert "tc qdisc add dev dev0 root handle 1: htb default 1" in text
@@ -74,26 +75,26 @@ def test_shape_commands_rate_only_without_netem():
 
 
 def test_shape_commands_netem_under_htb_class():
-    cmds = netns._shape_commands(["ip", "-n", "x"], ["tc", "-n", "x"], "d",
+    cmds = shaping._shape_commands(["ip", "-n", "x"], ["tc", "-n", "x"], "d",
                                  DirectionShape(5, latency_ms=30, jitter_ms=5, loss=0.01), netem=True)
     last = " ".join(cmds[-1])
     assert last.startswith("tc -n x qdisc add dev d parent 1:1 handle 10: netem")
     assert "delay 30ms 5ms" in last and "loss 1%" in last
     # unshaped rate with a delay: netem at the root; nothing at all for a plain link
-    (only,) = netns._shape_commands(["ip"], ["tc"], "d", DirectionShape(latency_ms=10), netem=True)
+    (only,) = shaping._shape_commands(["ip"], ["tc"], "d", DirectionShape(latency_ms=10), netem=True)
     assert " ".join(only).startswith("tc qdisc add dev d root handle 10: netem")
-    assert netns._shape_commands(["ip"], ["tc"], "d", DirectionShape(), netem=True) == []
+    assert shaping._shape_commands(["ip"], ["tc"], "d", DirectionShape(), netem=True) == []
 
 
 def test_names_fit_linux_limits_and_match_cleanup_scheme():
-    host_if, ns_if = netns._if_names("abcd", "0f0f0f", netns.MAX_HOSTS - 1)
+    host_if, ns_if = naming._if_names("abcd", "0f0f0f", netns.MAX_HOSTS - 1)
     assert len(host_if) <= 15 and len(ns_if) <= 15
-    assert netns._link_re("abcd").match(host_if)
-    assert not netns._link_re("abc").match(host_if)  # another prefix never matches
-    assert netns._ns_re("es").match(netns._ns_name("es", 123, "a1b2c3", 7))
-    assert not netns._ns_re("es").match("es-123-a1b2c3")  # someone else's name
-    assert netns._alias_pid(netns._alias(42, "es-42-a1b2c3-0")) == 42
-    assert netns._alias_pid("my interface") is None
+    assert naming._link_re("abcd").match(host_if)
+    assert not naming._link_re("abc").match(host_if)  # another prefix never matches
+    assert naming._ns_re("es").match(naming._ns_name("es", 123, "a1b2c3", 7))
+    assert not naming._ns_re("es").match("es-123-a1b2c3")  # someone else's name
+    assert naming._alias_pid(naming._alias(42, "es-42-a1b2c3-0")) == 42
+    assert naming._alias_pid("my interface") is None
 
 
 def test_invalid_lab_arguments_create_nothing():
@@ -104,8 +105,8 @@ def test_invalid_lab_arguments_create_nothing():
 
 
 def test_missing_tool_is_reported_before_anything_is_created(monkeypatch):
-    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "tc" else f"/usr/sbin/{tool}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda tool: None if tool == "tc" else f"/usr/sbin/{tool}")
     ok, reason = available()
     assert not ok and "`tc`" in reason
     assert netns.netem_available() is False
@@ -190,13 +191,13 @@ def test_close_removes_everything_and_is_idempotent(netns_ok):
 
 
 def test_failure_half_way_leaves_nothing_behind(netns_ok, monkeypatch):
-    real, calls = netns._format_rate, []
+    real, calls = shaping._format_rate, []
 
     def fail_on_third(mbps):  # host 0's two links succeed, host 1's downlink gets a rate tc rejects
         calls.append(mbps)
         return "bogus" if len(calls) >= 3 else real(mbps)
 
-    monkeypatch.setattr(netns, "_format_rate", fail_on_third)
+    monkeypatch.setattr(shaping, "_format_rate", fail_on_third)
     before = _names()
     with pytest.raises(NetnsCommandError, match="bogus") as err:
         NetnsLab(2, up=[DirectionShape(5)] * 2, down=[DirectionShape(20)] * 2, prefix="esf")

@@ -8,7 +8,7 @@ coordinator and clients started in them talk over the emulated LAN exactly as on
 Nothing is added to the root namespace (no address, route or interface), so the machine's own network
 is never touched and the addresses cannot clash with it.
 
-Names follow emulation/netns.py's scheme (`esmh-<pid>-<6 hex>-<i>`), so
+Names follow emulation/netns/naming.py's scheme (`esmh-<pid>-<6 hex>-<i>`), so
 `edgesync.emulation.netns.cleanup_stale("esmh")` removes what a killed test left. `close()` kills
 whatever still runs inside the namespaces (processes this lab's user started there), then deletes
 them; it is idempotent and also runs at interpreter exit.
@@ -26,7 +26,8 @@ import signal
 import subprocess
 import sys
 
-from edgesync.emulation.netns import _delete_netns, _namespaces, _ns_name, _run
+from edgesync.emulation.netns.commands import _delete_netns, _namespaces, _run
+from edgesync.emulation.netns.naming import _ns_name
 
 PREFIX = "esmh"  # "edgesync multi-host"; NetnsLab uses "es", so the two never clean up each other's
 SUBNET = "10.77.0"  # a /24 that exists only inside the lab's namespaces

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from netns_hosts import LanHosts, lan_available
-from edgesync.emulation.netns import _namespaces
+from edgesync.emulation.netns.commands import _namespaces
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONUNBUFFERED": "1"}

@@ -6,7 +6,7 @@ folder's `logs/`. A client process that dies is lost to the run (the coordinator
 log and goes on without it, docs/lab.md "Faults"); when none is left the run stops.
 
 With `links.backend: netns` each client runs in its own network namespace behind a veth pair that
-`tc` shapes (emulation/netns.py), connecting to the coordinator over that pair's address — the
+`tc` shapes (emulation/netns/), connecting to the coordinator over that pair's address — the
 commands a lab runs on separate machines; the namespaces are removed on every way out.
 
 With `curve=True` the links are CURVE-encrypted as on a shared network (docs/lab.md), with
