@@ -26,7 +26,7 @@ from pathlib import Path
 
 from edgesync.reproduce.claims import SHAT_HETERO, SHAT_SCALE, Claim, dana_gap_claim, one_worker_claim
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 SCENARIOS = {"dana": "scenarios/dana_scale.yaml", "shat_scale": "scenarios/shat_scale.yaml",
              "shat_hetero": "scenarios/shat_hetero.yaml"}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from edgesync.docs_block import replace_block
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from edgesync.reproduce.claims import DGS_ACCURACY, DGS_BYTES_UP, DGS_SPEEDUP, Claim, bytes_per_update_claim
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 SPARSE = ("gd_async", "dgc_async", "dgs")
 

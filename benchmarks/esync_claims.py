@@ -21,7 +21,7 @@ from pathlib import Path
 
 from edgesync.reproduce.claims import ESYNC_NONIID, ESYNC_SPEEDUP, ESYNC_TRAFFIC, Claim
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 SCENARIOS = {"iid": "scenarios/esync_fmnist_iid.yaml", "noniid": "scenarios/esync_fmnist_noniid.yaml",
              "stragglers": "scenarios/stragglers.yaml"}

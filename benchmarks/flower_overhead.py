@@ -21,7 +21,7 @@ from pathlib import Path
 from edgesync.flower.lab import FlowerLab
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/flower_fedavg.yaml"

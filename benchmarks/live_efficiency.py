@@ -19,7 +19,7 @@ from pathlib import Path
 
 from edgesync.constants import CLIENT_THREAD_ENV
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 BARE = """
 import sys, time, numpy as np, torch
@@ -53,7 +53,7 @@ def bare(clients: int, seconds: float) -> float:
 
 
 def edgesync(clients: int, seconds: float) -> float:
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "live-efficiency", "clients": clients,
         "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 32}],
         "stop": {"time_budget_s": seconds, "target_acc": None},

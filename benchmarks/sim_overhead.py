@@ -33,11 +33,11 @@ from torch.nn import functional as F
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.models import build_model
 from edgesync.runtime.sim.simulator import Simulator
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def scenario(args, algorithm: dict, max_updates: int):
-    return scenario_from_dict({
+    return load_scenario({
         "name": "sim-overhead", "seed": 0, "runtime": "sim",
         "dataset": {"name": "fashion_mnist", "train_size": args.train_size},
         "clients": args.clients,

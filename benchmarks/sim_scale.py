@@ -59,11 +59,11 @@ def child(clients: int, algorithm: str, steps: int) -> None:
 
     from edgesync.metrics.recorder import RunRecorder, read_jsonl
     from edgesync.runtime.sim.simulator import Simulator
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     torch.set_num_threads(1)
     max_updates = steps if algorithm == "asgd" else max(2, steps // clients)
-    sc = scenario_from_dict({
+    sc = load_scenario({
         "name": "sim-scale", "seed": 0, "runtime": "sim",
         "dataset": {"name": "fashion_mnist"},
         "clients": clients,
@@ -96,10 +96,10 @@ def backend_child(backend: str, budget: float, out: str) -> None:
 
     from edgesync.metrics.recorder import RunRecorder
     from edgesync.runtime.sim.simulator import Simulator
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     torch.set_num_threads(1)
-    sc = scenario_from_dict({
+    sc = load_scenario({
         "name": "sim-backends", "seed": 0, "runtime": "sim", "dataset": {"name": "fashion_mnist"},
         "clients": ["x1"] * 16,
         "algorithms": [{"name": "ssgd", "lr": 0.1, "batch_size": 128}, {"name": "asgd", "lr": 0.05, "batch_size": 128}],
@@ -120,7 +120,7 @@ def scenario_child(path: str, label: str, overrides: list[str]) -> None:
     """One entry of a scenario in this fresh process; prints its figures as JSON."""
     from edgesync.metrics.recorder import RunRecorder, read_jsonl
     from edgesync.runtime.sim.simulator import Simulator
-    from edgesync.scenario import load_scenario
+    from edgesync.config import load_scenario
 
     sc = load_scenario(path, overrides)
     sc = sc.model_copy(update={"algorithms": [a for a in sc.algorithms if a.key == label]})
@@ -145,7 +145,7 @@ def scenario_child(path: str, label: str, overrides: list[str]) -> None:
 
 def at_scale(path: str, overrides: list[str]) -> str:
     sys.path.insert(0, str(ROOT))
-    from edgesync.scenario import load_scenario
+    from edgesync.config import load_scenario
 
     sc = load_scenario(path, overrides)
     lines = ["| entry | clients | backend | RSS prepared (MB) | peak RSS (MB) | growth per client (MB) | wall (s) "

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 MB = 2 ** 20
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the run folder here (default: a temporary one)")
     args = parser.parse_args()
     profiles = ["x4" if rank % 4 == 3 else "x1" for rank in range(args.clients)]
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "slots-live", "seed": 0, "clients": profiles,
         # 100 asynchronous clients make updates ~100 steps stale: the quick start's lr 0.05 diverges here
         "algorithms": [{"name": "asgd", "lr": 0.005}],

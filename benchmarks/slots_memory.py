@@ -26,7 +26,7 @@ import psutil
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.live.launcher import client_env
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 MB = 2 ** 20
 SAMPLES_PER_CLIENT = 600
@@ -34,7 +34,7 @@ SAMPLES_PER_CLIENT = 600
 
 def measure(slots: int, seconds: float, folder: Path) -> tuple[float, float]:
     """(RSS when training starts, peak RSS) of one process hosting `slots` clients, in bytes."""
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": f"slots-memory-{slots}", "seed": 0, "clients": slots,
         "dataset": {"name": "fashion_mnist", "train_size": SAMPLES_PER_CLIENT * slots},
         "algorithms": [{"name": "asgd", "lr": 0.05}],

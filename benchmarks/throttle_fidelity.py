@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgesync.docs_block import replace_block  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
-from edgesync.scenario import scenario_from_dict  # noqa: E402
+from edgesync.config import load_scenario  # noqa: E402
 
 SETS = {
     "×1,×1,×1,×10": ["x1", "x1", "x1", "x10"],
@@ -46,7 +46,7 @@ BEGIN, END = "<!-- throttle_fidelity:begin -->", "<!-- throttle_fidelity:end -->
 
 
 def one_run(clients: list[str], emulation: dict, budget: float, folder: Path) -> list[dict]:
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "throttle-fidelity", "runtime": "live", "clients": clients, "emulation": emulation,
         "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 32}],
         "stop": {"time_budget_s": budget}, "eval": {"every_s": 2.0, "test_size": 2000},

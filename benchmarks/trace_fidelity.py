@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgesync.docs_block import replace_block  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
-from edgesync.scenario import scenario_from_dict  # noqa: E402
+from edgesync.config import load_scenario  # noqa: E402
 
 BEGIN, END = "<!-- trace_fidelity:begin -->", "<!-- trace_fidelity:end -->"
 MARGIN_S = 2.0
@@ -36,7 +36,7 @@ TOLERANCE = 0.10
 
 
 def one_run(budget: float, change: float, folder: Path) -> dict:
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "trace-fidelity", "runtime": "live",
         "clients": [{"profile": {"kind": "trace", "steps": [[0, 1], [change, 10]]}}, "x1", "x1"],
         "algorithms": [{"name": "asgd", "lr": 0.02}],

@@ -28,7 +28,7 @@ from edgesync.docs_block import replace_block  # noqa: E402
 from edgesync.metrics.seeds import interval  # noqa: E402
 from edgesync.reproduce import machine  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
-from edgesync.scenario import load_scenario  # noqa: E402
+from edgesync.config import load_scenario  # noqa: E402
 
 
 def mean_ci(stat: dict | None, fmt: str, scale: float = 1.0) -> str:

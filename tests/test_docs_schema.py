@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from edgesync import algorithms
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile
-from edgesync.scenario import Scenario, scenario_from_dict
+from edgesync.config import Scenario, load_scenario
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "scenarios.md"
 ALGORITHMS_DOC = DOC.with_name("algorithms.md")
@@ -98,4 +98,4 @@ def test_the_doc_has_whole_scenario_examples():
 def test_every_scenario_example_validates(index):
     block = _scenario_blocks()[index]
     data = yaml.safe_load(block)
-    scenario_from_dict(data, source=f"{DOC.name}, YAML example {index + 1} (name: {data.get('name')})")
+    load_scenario(data, source=f"{DOC.name}, YAML example {index + 1} (name: {data.get('name')})")

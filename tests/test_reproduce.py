@@ -12,7 +12,7 @@ import yaml
 
 from edgesync import reproduce as rp
 from edgesync.metrics.seeds import interval, with_seed_aggregates
-from edgesync.scenario import load_scenario
+from edgesync.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

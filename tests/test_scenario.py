@@ -8,9 +8,8 @@ from typer.testing import CliRunner
 from edgesync import algorithms
 from edgesync.cli import app
 from edgesync.emulation.profiles import ConstantProfile, GammaProfile
-from edgesync.scenario import (
-    Scenario, ScenarioError, apply_override, load_scenario, parse_override, scenario_from_dict,
-)
+from edgesync.config import Scenario, ScenarioError, load_scenario
+from edgesync.config.overrides import apply_override, parse_override
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
 
@@ -117,7 +116,7 @@ def test_resolved_round_trips(write):
 """)
     sc = load_scenario(write(text))
     # Execute
-    again = scenario_from_dict(sc.resolved())
+    again = load_scenario(sc.resolved())
     # Assert
     assert again == sc
     assert sc.resolved()["clients"][0]["profile"] == {"kind": "constant", "factor": 10.0}
@@ -265,13 +264,13 @@ def test_an_override_into_a_huge_client_count_is_refused_before_expanding_it(wri
 
 def test_the_client_bound_is_inclusive_and_holds_for_every_form():
     base = {"name": "t", "algorithms": [{"name": "ssgd"}]}
-    assert len(scenario_from_dict({**base, "clients": 10_000}).clients) == 10_000
-    assert len(scenario_from_dict({**base, "clients": {"count": 10_000}}).clients) == 10_000
+    assert len(load_scenario({**base, "clients": 10_000}).clients) == 10_000
+    assert len(load_scenario({**base, "clients": {"count": 10_000}}).clients) == 10_000
     for clients, line in [(10_001, "clients: at most 10,000 clients (got 10001)"),
                           (["x1"] * 10_001, "clients: at most 10,000 clients (got a list of 10001)"),
                           ({"count": 10_001}, "clients.count: at most 10,000 clients (got 10001)")]:
         with pytest.raises(ScenarioError) as info:
-            scenario_from_dict({**base, "clients": clients})
+            load_scenario({**base, "clients": clients})
         assert str(info.value).splitlines() == [f"<scenario>: {line}"]
 
 
@@ -405,8 +404,8 @@ def test_apply_override_does_not_index_into_a_scalar():
 
 def test_scenario_model_rejects_unknown_top_level_key():
     with pytest.raises(ScenarioError, match=r"<scenario>: runtimes: unknown key"):
-        scenario_from_dict({"name": "t", "clients": 1, "algorithms": [{"name": "ssgd"}], "runtimes": "x"})
-    assert isinstance(scenario_from_dict({"name": "t", "clients": 1, "algorithms": [{"name": "ssgd"}]}), Scenario)
+        load_scenario({"name": "t", "clients": 1, "algorithms": [{"name": "ssgd"}], "runtimes": "x"})
+    assert isinstance(load_scenario({"name": "t", "clients": 1, "algorithms": [{"name": "ssgd"}]}), Scenario)
 
 
 # -- the CLI ----------------------------------------------------------------------------------------
@@ -438,6 +437,6 @@ def test_cli_validate_applies_set(write):
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_every_shipped_scenario_validates_with_its_sweep(path):
-    from edgesync.sweep import variants
+    from edgesync.config import variants
     scenario = load_scenario(path)
     assert variants(scenario, str(path))  # every sweep combination is a valid scenario too

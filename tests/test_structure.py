@@ -14,7 +14,7 @@ Folders: inside each package, its direct children (subpackages and modules) impo
 inside one imports a module inside the other. A loop there is a loop between folders, even when the files
 form none (runtime/runs.py → tune.py → runtime/bookkeeping/checkpoint.py, before tune.py moved into runtime: no file
 repeated, yet runtime and tune needed each other). At the top, `edgesync`'s children are its folders (`edgesync.runtime`) and its top-level modules
-(`edgesync.scenario`), each a folder of its own; LAYERS orders them.
+(`edgesync.constants`), each a folder of its own; LAYERS orders them.
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ LAYERS = (
     Layer("emulation", ("emulation",)),
     Layer("wire and algorithms", ("transport", "algorithms")),  # the wire knows no algorithm, an algorithm no wire
     Layer("metrics", ("metrics",)),
-    Layer("config", ("scenario", "sweep"), linked=True),
+    Layer("config", ("config",)),
     Layer("runtime", ("runtime",)),
     Layer("front ends", ("flower", "reproduce")),
     Layer("cli", ("cli",)),

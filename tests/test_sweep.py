@@ -10,8 +10,8 @@ import yaml
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import ScenarioError, load_scenario, scenario_from_dict
-from edgesync.sweep import variants
+from edgesync.config import ScenarioError, load_scenario
+from edgesync.config import variants
 
 
 def scenario(sweep: dict, **extra) -> dict:
@@ -19,14 +19,14 @@ def scenario(sweep: dict, **extra) -> dict:
 
 
 def test_without_a_sweep_there_is_one_untagged_variant():
-    sc = scenario_from_dict(scenario({}))
+    sc = load_scenario(scenario({}))
     (only,) = variants(sc)
     assert only.tag == "" and only.scenario is sc
     assert [a.key for a in only.scenario.algorithms] == ["ssgd"]
 
 
 def test_every_combination_is_a_variant_with_a_tag_and_labels():
-    sc = scenario_from_dict(scenario({"clients": [2, 3], "algorithms.0.lr": [0.05, 0.1]},
+    sc = load_scenario(scenario({"clients": [2, 3], "algorithms.0.lr": [0.05, 0.1]},
                                      algorithms=[{"name": "ssgd"}, {"name": "asgd", "label": "a"}]))
     vs = variants(sc)
     assert [v.tag for v in vs] == ["clients=2,lr=0.05", "clients=2,lr=0.1", "clients=3,lr=0.05", "clients=3,lr=0.1"]
@@ -43,21 +43,21 @@ def test_every_combination_is_a_variant_with_a_tag_and_labels():
 
 def test_a_key_keeps_its_full_path_when_its_last_part_is_ambiguous_or_a_number():
     # Unique last part: shortened.
-    (v1, _) = variants(scenario_from_dict(scenario({"clients.1.profile": ["x1", "x10"]})))
+    (v1, _) = variants(load_scenario(scenario({"clients.1.profile": ["x1", "x10"]})))
     assert v1.tag == "profile=x1"
     # Two keys ending in `profile`: both keep their path.
-    vs = variants(scenario_from_dict(scenario({"clients.0.profile": ["x2"], "clients.1.profile": ["x10"]})))
+    vs = variants(load_scenario(scenario({"clients.0.profile": ["x2"], "clients.1.profile": ["x10"]})))
     assert [v.tag for v in vs] == ["clients.0.profile=x2,clients.1.profile=x10"]
     assert [c.profile.label for c in vs[0].scenario.clients] == ["x2", "x10"]
     assert vs[0].scenario.algorithms[0].key == "ssgd@clients.0.profile=x2,clients.1.profile=x10"
     # A numeric last part (a list item) keeps its path.
-    vs = variants(scenario_from_dict(scenario({"clients.1": ["x10", {"profile": "x100"}]})))
+    vs = variants(load_scenario(scenario({"clients.1": ["x10", {"profile": "x100"}]})))
     assert [v.tag for v in vs] == ['clients.1=x10', 'clients.1={"profile":"x100"}']
     assert [c.profile.label for c in vs[1].scenario.clients] == ["x1", "x100"]
 
 
 def test_values_are_shown_as_written(tmp_path):
-    vs = variants(scenario_from_dict(scenario({"stop.target_acc": [None, 0.5], "partition": [{"kind": "iid"}]})))
+    vs = variants(load_scenario(scenario({"stop.target_acc": [None, 0.5], "partition": [{"kind": "iid"}]})))
     assert [v.tag for v in vs] == ['target_acc=null,partition={"kind":"iid"}',
                                    'target_acc=0.5,partition={"kind":"iid"}']
     assert vs[0].scenario.stop.target_acc is None
@@ -127,9 +127,9 @@ def test_a_swept_client_count_over_the_bound_is_refused_before_any_variant(tmp_p
 
 
 def test_a_sweep_at_its_bounds_loads():
-    sc = scenario_from_dict(scenario({"seed": list(range(50)), "algorithms.0.lr": [i / 100 for i in range(1, 21)]}))
+    sc = load_scenario(scenario({"seed": list(range(50)), "algorithms.0.lr": [i / 100 for i in range(1, 21)]}))
     assert len(variants(sc)) == 1000
-    sc = scenario_from_dict(scenario({"seed": list(range(10))}, clients=10_000))
+    sc = load_scenario(scenario({"seed": list(range(10))}, clients=10_000))
     assert sum(len(v.scenario.clients) for v in variants(sc)) == 100_000
 
 
@@ -140,7 +140,7 @@ def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": None},
                     eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1, "server_time": "zero"})
     out = tmp_path / "run"
-    summary = run_scenario(scenario_from_dict(data), out, progress=False)
+    summary = run_scenario(load_scenario(data), out, progress=False)
     labels = ["ssgd@clients=2", "asgd@clients=2", "ssgd@clients=3", "asgd@clients=3"]
     assert list(summary) == labels
     assert list(json.loads((out / "summary.json").read_text())) == labels
@@ -160,9 +160,9 @@ def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
 
 
 def test_clients_as_a_count_of_alike_clients_and_its_sweep_label():
-    from edgesync.scenario import scenario_from_dict
-    from edgesync.sweep import variants
-    sc = scenario_from_dict({"name": "alike", "clients": {"count": 3, "profile": "x10"},
+    from edgesync.config import load_scenario
+    from edgesync.config import variants
+    sc = load_scenario({"name": "alike", "clients": {"count": 3, "profile": "x10"},
                              "algorithms": [{"name": "asgd"}],
                              "sweep": {"clients": [{"count": 2, "profile": "gamma-hetero"}, {"count": 5}]}})
     assert [c.profile.label for c in sc.clients] == ["x10"] * 3
@@ -197,7 +197,7 @@ def test_a_run_with_seeds_keeps_every_seed_and_adds_mean_and_interval(tmp_path):
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": 0.3},
                     eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1})
     out = tmp_path / "run"
-    summary = run_scenario(scenario_from_dict(data), out, progress=False)
+    summary = run_scenario(load_scenario(data), out, progress=False)
     runs = [f"{a}@seed={s}" for s in (0, 1, 2) for a in ("ssgd", "asgd")]
     assert list(summary) == [*runs, "ssgd", "asgd"]  # every seed's entry, then the aggregates
     stored = json.loads((out / "summary.json").read_text())

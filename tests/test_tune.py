@@ -7,7 +7,9 @@ import yaml
 
 from edgesync.metrics.tuning_report import tuning_section
 from edgesync.runtime.tuning import apply_choice, choose, entry_grids, run_counts, selection, tunes, tuning_scenario
-from edgesync.scenario import MAX_TUNE_RUNS, ScenarioError, load_scenario, scenario_from_dict, tune_points
+from edgesync.config import ScenarioError, load_scenario
+from edgesync.config.limits import MAX_TUNE_RUNS
+from edgesync.config.tune_grid import tune_points
 
 FOUR = [{"name": "asgd", "lr": 0.05},
         {"name": "gd_async", "lr": 0.05, "rate": 0.01},
@@ -19,7 +21,7 @@ GRID = {"lr": [0.01, 0.02, 0.05], "momentum": [0.5, 0.9]}
 def scenario(tune: dict | None = None, **extra):
     data = {"name": "t", "seed": 3, "clients": 2, "algorithms": FOUR, "runtime": "sim",
             "tune": {"grid": GRID} if tune is None else tune, **extra}
-    return scenario_from_dict(data)
+    return load_scenario(data)
 
 
 # -- the grid each entry gets -------------------------------------------------------------------------
@@ -174,12 +176,12 @@ def test_time_to_target_needs_a_target_and_tune_does_not_combine_with_a_sweep():
 
 def test_evaluating_on_validation_needs_a_tune_block():
     with pytest.raises(ScenarioError, match=r"eval.on is validation, but there is no tune: block"):
-        scenario_from_dict({"name": "t", "clients": 1, "algorithms": [{"name": "asgd"}], "eval": {"on": "validation"}})
+        load_scenario({"name": "t", "clients": 1, "algorithms": [{"name": "asgd"}], "eval": {"on": "validation"}})
 
 
 def test_a_tuned_scenario_round_trips_through_its_resolved_form():
     sc = scenario({"grid": GRID, "validation_size": 300, "stop": {"time_budget_s": 5}})
-    again = scenario_from_dict(sc.resolved())
+    again = load_scenario(sc.resolved())
     assert again.tune == sc.tune and tuning_scenario(again).resolved() == tuning_scenario(sc).resolved()
 
 

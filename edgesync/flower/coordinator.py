@@ -43,7 +43,7 @@ from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.bookkeeping.evaluator import Snapshot
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.runtime.runs import claim_run_folder, log_to, run_experiment, run_folder
-from edgesync.scenario import Scenario, load_scenario
+from edgesync.config import Scenario, load_scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T
 

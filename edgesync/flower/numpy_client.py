@@ -10,7 +10,8 @@ update equal ours. Parameters travel as Flower expects them: one NumPy array per
 
 Node config (`--node-config`): `partition-id`, `num-partitions`, and optionally `partition`
 ("iid" or "dirichlet"), `dataset`, `model`, `seed`, `device`, `data-root`. Fit config sent by the
-strategy (`on_fit_config_fn`): `local-steps` (default 10), `lr` (0.05), `momentum` (0).
+strategy (`on_fit_config_fn`): `local-steps` (default 10), `lr` (DEFAULT_LR, an algorithm entry's default),
+`momentum` (0).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import torch
 from flwr.app import Context
 from flwr.client import Client, NumPyClient
 
-from edgesync.algorithms.machinery.base import Instruction
+from edgesync.algorithms.machinery.base import DEFAULT_LR, Instruction
 from edgesync.algorithms.local_sgd import LocalSGDClient, LocalSGDConfig
 from edgesync.data.datasets import to_tensor
 from edgesync.data.partition import partition
@@ -27,7 +28,7 @@ from edgesync.runtime.bookkeeping.evaluator import evaluate
 from edgesync.runtime.bookkeeping.workload import dataset, make_trainer, resolve_device
 from edgesync.trainer import NoHook
 
-DEFAULT_FIT = {"local-steps": 10, "lr": 0.05, "momentum": 0.0}
+DEFAULT_FIT = {"local-steps": 10, "lr": DEFAULT_LR, "momentum": 0.0}
 
 
 class EdgeNumPyClient(NumPyClient):

@@ -16,8 +16,8 @@ dirichlet), `dataset`, `model`, `seed`, `batch-size`, `device`, `data-root`, `pr
 `headroom` (0.7: a ×1 step lasts the undisturbed step, measured once, / headroom) or `base-s` (the ×1
 step in seconds, the same on every node: exact ratios whatever each node measures), `rate-mbps` and
 `latency-ms` (the node's link, both ways), `test-size` (evaluate on the first N test samples; default all).
-Train config: `lr` (0.05), `local-steps` (10) or `local-epochs` (passes over the partition), `momentum`
-(0), `weight-decay` (0), `proximal-mu` (FedProx's term, 0).
+Train config: `lr` (DEFAULT_LR, an algorithm entry's default), `local-steps` (10) or `local-epochs` (passes
+over the partition), `momentum` (0), `weight-decay` (0), `proximal-mu` (FedProx's term, 0).
 Train metrics: num-examples, train_loss, steps, compute_s (the steps, emulated slowdown included),
 comm_s (the emulated link), wait_s (the rest: process start-up, loading), factor (the mean drawn
 slowdown), base_s (the ×1 step). Evaluate metrics: num-examples, eval_loss, eval_acc, on the test set.
@@ -35,7 +35,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord, RecordDict
 from flwr.app import Message as FlowerMessage
 
-from edgesync.algorithms.machinery.base import Instruction
+from edgesync.algorithms.machinery.base import DEFAULT_LR, Instruction
 from edgesync.algorithms.local_sgd import LocalRound, LocalSGDClient, LocalSGDConfig
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import FactorSampler, parse_profile
@@ -48,7 +48,7 @@ from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
 # on the cores then slow no step past its target, and a ×10 node stays ×10 of a ×1 one.
 DEFAULT_HEADROOM = 0.7
 CALIBRATED = "edgesync.standard"  # context.state: this node's undisturbed step, measured once
-DEFAULT_TRAIN = {"lr": 0.05, "local-steps": 10, "momentum": 0.0, "weight-decay": 0.0, "proximal-mu": 0.0}
+DEFAULT_TRAIN = {"lr": DEFAULT_LR, "local-steps": 10, "momentum": 0.0, "weight-decay": 0.0, "proximal-mu": 0.0}
 
 
 class StandardNode:

@@ -33,6 +33,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message as FlowerMessage, Metric
 from torch import nn
 
 from edgesync import params as flat
+from edgesync.algorithms.machinery.base import DEFAULT_LR
 from edgesync.algorithms.machinery.warmup import instruction_lr
 from edgesync.runtime.bookkeeping.accounting import ClientClock, client_totals
 from edgesync.trainer import TrainerStats
@@ -127,7 +128,7 @@ class StockNode:
         if message.type == T.TRAIN:
             self.clock.instruction_started(now)
             algo = self.setup.get("algorithm") or {}
-            config["lr"] = instruction_lr(meta, algo.get("lr", 0.05), algo.get("warmup_epochs", 0.0))
+            config["lr"] = instruction_lr(meta, algo.get("lr", DEFAULT_LR), algo.get("warmup_epochs", 0.0))
             config["batch-size"] = int(algo.get("batch_size", 32))
             steps = meta.get("local_steps", algo.get("local_steps"))
             if meta.get("time_budget_s") is not None:

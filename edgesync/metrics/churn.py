@@ -254,7 +254,7 @@ def device_traces(scenario: dict) -> dict[int, list[tuple[float, float]]]:
 def link_traces(scenario: dict) -> dict[int, dict[str, list[tuple[float, float, float]]]]:
     """rank -> {"up": rows, "down": rows} of (t, rate Mbit/s, latency ms), for each client whose link has a
     trace in either direction (a direction without one is left out). The client's `link` overrides the
-    scenario's `links`, each one's `up`/`down` its plain keys (scenario.py's `resolve_direction`)."""
+    scenario's `links`, each one's `up`/`down` its plain keys (config/links.py's `resolve_direction`)."""
     links = scenario.get("links") if isinstance(scenario.get("links"), dict) else {}
     out = {}
     for rank, client in enumerate(scenario_clients(scenario)):

@@ -23,8 +23,8 @@ from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
 from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, Checkpointer
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import Scenario
-from edgesync.sweep import Variant, variants
+from edgesync.config import Scenario
+from edgesync.config import Variant, variants
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

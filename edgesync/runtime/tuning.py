@@ -42,7 +42,8 @@ from edgesync.metrics.formatting import num
 from edgesync.metrics.recorder import METRICS_FILE, SCENARIO_FILE, TUNING_DIR, TUNING_FILE, to_plain, write_atomic
 from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, scenario_digest
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import Scenario, scenario_from_dict, tune_points, tune_tag
+from edgesync.config import Scenario, load_scenario
+from edgesync.config.tune_grid import tune_points, tune_tag
 
 METRIC_KEYS = {"final_acc": "final_acc", "best_acc": "best_acc", "time_to_target": "time_to_target_s"}
 
@@ -96,7 +97,7 @@ def tuning_scenario(scenario: Scenario) -> Scenario:
     entries = data["algorithms"]
     data["algorithms"] = [{**entries[g.index], **point, "label": g.run_label(point)}
                           for g in entry_grids(scenario) for point in g.points]
-    return scenario_from_dict(data, f"{scenario.name}: tuning runs")
+    return load_scenario(data, source=f"{scenario.name}: tuning runs")
 
 
 def _rank(row: dict | None, metric: str, order: int) -> tuple:
@@ -158,7 +159,7 @@ def apply_choice(scenario: Scenario, record: dict) -> Scenario:
         entry.update(record["entries"].get(label, {}).get("chosen", {}))
     for batch, step in record.get("measured_step_s", {}).items():
         data["sim"]["measured_step_s"].setdefault(str(batch), step)  # resolved() has the keys as text
-    return scenario_from_dict(data, f"{scenario.name}: with the tuned values")
+    return load_scenario(data, source=f"{scenario.name}: with the tuned values")
 
 
 def split_facts(tuning: Scenario) -> dict:

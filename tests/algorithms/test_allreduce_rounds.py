@@ -201,18 +201,18 @@ def _scenario(aggregation="allreduce", **extra):
 
 
 def test_what_all_reduce_cannot_run_with_is_refused_by_name():
-    from edgesync.scenario import ScenarioError, scenario_from_dict
-    scenario_from_dict(_scenario())
+    from edgesync.config import ScenarioError, load_scenario
+    load_scenario(_scenario())
     with pytest.raises(ScenarioError, match=r"algorithms\[0\] \(local_sgd\): aggregation: allreduce .* choose one"):
-        scenario_from_dict(_scenario(sharding="memory"))
+        load_scenario(_scenario(sharding="memory"))
     with pytest.raises(ScenarioError, match="network namespaces"):
-        scenario_from_dict(_scenario(links={"backend": "netns"}))
+        load_scenario(_scenario(links={"backend": "netns"}))
     with pytest.raises(ScenarioError, match="slots"):
-        scenario_from_dict(_scenario(live={"processes": 2}))
+        load_scenario(_scenario(live={"processes": 2}))
     with pytest.raises(ScenarioError, match="aggregation"):  # an asynchronous algorithm has no rounds to reduce
-        scenario_from_dict({**_scenario(), "algorithms": [{"name": "asgd", "aggregation": "allreduce"}]})
+        load_scenario({**_scenario(), "algorithms": [{"name": "asgd", "aggregation": "allreduce"}]})
     with pytest.raises(ScenarioError, match="aggregation"):
-        scenario_from_dict({**_scenario(), "algorithms": [{"name": "ssgd", "aggregation": "ring"}]})
+        load_scenario({**_scenario(), "algorithms": [{"name": "ssgd", "aggregation": "ring"}]})
 
 
 def test_the_rings_backend():

@@ -435,9 +435,9 @@ def test_the_runtime_gives_the_server_half_the_models_layer_sizes():
 
     from edgesync.models import build_model
     from edgesync.runtime.bookkeeping.workload import initial_model
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
-    scenario = scenario_from_dict({"name": "sizes", "clients": ["x1"], "algorithms": [{"name": "dgs"}]})
+    scenario = load_scenario({"name": "sizes", "clients": ["x1"], "algorithms": [{"name": "dgs"}]})
     data = SimpleNamespace(num_classes=10, input_shape=(1, 28, 28))
     initial = initial_model(scenario, data)
     model = build_model(scenario.model.name, num_classes=10, in_channels=1)

@@ -11,7 +11,7 @@ from edgesync.algorithms.registry import without_queries
 from edgesync.algorithms.ssgd import SSGDConfig
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 @pytest.mark.parametrize("c_i,c_max,slack,cap,n", [
@@ -51,7 +51,7 @@ def test_a_querying_algorithm_without_a_stand_in_is_refused_by_name(monkeypatch)
 def test_in_the_simulator_the_budget_runs_on_virtual_time(tmp_path, budget):
     """x1 and x4 clients, steps of 0.25 virtual s (exact in binary): after the first round (one step each,
     every capability unknown) the x1 client fills the x4 client's one step with four of its own."""
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "budget", "seed": 1, "runtime": "sim",
         "dataset": {"name": "fashion_mnist", "train_size": 1000},
         "clients": ["x1", "x4"],

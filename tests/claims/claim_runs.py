@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from edgesync import reproduce
 from edgesync.metrics.seeds import by_seed
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import load_raw, load_scenario
+from edgesync.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +27,7 @@ def experiment(key: str) -> reproduce.Experiment:
 def entries(key: str, *labels: str) -> str:
     """An `algorithms=[…]` override keeping only the experiment scenario's entries with these labels,
     copied as written there: their hyper-parameters stay the scenario's defaults."""
-    written = load_raw(ROOT / experiment(key).scenario)["algorithms"]
+    written = yaml.safe_load((ROOT / experiment(key).scenario).read_text())["algorithms"]
     kept = [entry for entry in written if entry.get("label", entry["name"]) in labels]
     missing = set(labels) - {entry.get("label", entry["name"]) for entry in kept}
     assert not missing, f"{experiment(key).scenario} has no entry labelled {sorted(missing)}"

@@ -166,13 +166,13 @@ def test_train_size_takes_the_first_samples_and_leaves_the_test_set(tmp_path: Pa
 
 def test_a_tuned_scenario_holds_out_a_stratified_validation_set(tmp_path: Path) -> None:
     from edgesync.runtime.bookkeeping.workload import prepare_workload, validation_indices
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     batches = fake_batches()
     for b, (name, (x, _)) in enumerate(batches.items()):  # labels 0..4 in turn: 6 of each in training
         batches[name] = (x, [(b * N_PER_BATCH + k) % 5 for k in range(len(x))])
     write_cifar(tmp_path, "folder", batches)
-    sc = scenario_from_dict({
+    sc = load_scenario({
         "name": "cifar-split", "runtime": "sim", "dataset": {"name": "cifar10", "root": str(tmp_path)},
         "model": {"name": "resnet18"}, "clients": 2, "algorithms": [{"name": "asgd"}],
         "tune": {"grid": {"lr": [0.05]}, "validation_size": 10}, "eval": {"on": "validation"}})
@@ -353,10 +353,10 @@ def test_a_simulated_run_trains_resnet18_on_it(tmp_path: Path) -> None:
     # The loader's arrays through the whole path: partition, to_tensor, a trainer per client, evaluation.
     from edgesync.metrics.recorder import read_jsonl
     from edgesync.runtime.runs import run_scenario
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     write_cifar(tmp_path / "data", "archive")
-    sc = scenario_from_dict({
+    sc = load_scenario({
         "name": "cifar-sim", "seed": 0, "runtime": "sim", "dataset": {"name": "cifar10", "root": str(tmp_path / "data")},
         "model": {"name": "resnet18"}, "clients": 2, "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 4}],
         "stop": {"max_updates": 3, "time_budget_s": 100, "target_acc": None},

@@ -147,9 +147,9 @@ def test_how_many_devices_can_be_online_at_once():
 def test_a_round_that_samples_computes_with_its_sample_only():
     from edgesync.algorithms.local_sgd import LocalSGDConfig
     from edgesync.runtime.live.phases import computing_at_once
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
     churn = {"kind": "exponential", "mean_on_s": 20, "mean_off_s": 10}
-    sc = scenario_from_dict({"name": "c", "clients": [{"profile": "x1", "availability": churn}] * 100,
+    sc = load_scenario({"name": "c", "clients": [{"profile": "x1", "availability": churn}] * 100,
                              "algorithms": [{"name": "asgd"}]})
     assert computing_at_once(sc, sc.algorithms[0]) == 81  # every online device computes
     assert computing_at_once(sc, LocalSGDConfig(clients_per_round=20)) == 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from edgesync.emulation.links import PACKET_BYTES, Link, LinkChannel
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def test_idle_link_takes_wire_time_plus_latency():
@@ -48,7 +48,7 @@ def test_loss_costs_one_round_trip_per_lost_packet():
 
 
 def test_scenario_links_resolve_per_client_and_direction():
-    sc = scenario_from_dict({
+    sc = load_scenario({
         "name": "links", "algorithms": [{"name": "asgd"}],
         "links": {"rate_mbps": 10, "latency_ms": 50, "down": {"rate_mbps": 100}},
         "clients": [{}, {"link": {"rate_mbps": 1, "up": {"latency_ms": 5}}}],
@@ -60,6 +60,6 @@ def test_scenario_links_resolve_per_client_and_direction():
 
 def test_bad_link_values_are_named():
     with pytest.raises(Exception, match=r"links.*loss"):
-        scenario_from_dict({"name": "x", "algorithms": [{"name": "asgd"}], "clients": 1, "links": {"loss": 1.5}})
+        load_scenario({"name": "x", "algorithms": [{"name": "asgd"}], "clients": 1, "links": {"loss": 1.5}})
     with pytest.raises(Exception, match=r"rate_mbps"):
-        scenario_from_dict({"name": "x", "algorithms": [{"name": "asgd"}], "clients": [{"link": {"rate_mbps": 0}}]})
+        load_scenario({"name": "x", "algorithms": [{"name": "asgd"}], "clients": [{"link": {"rate_mbps": 0}}]})

@@ -14,7 +14,7 @@ from edgesync.emulation.availability import ExponentialAvailability, Schedule, p
 from edgesync.emulation.links import Link, LinkChannel
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.traces import TraceError, check_rows, read_rows
-from edgesync.scenario import ScenarioError, load_scenario
+from edgesync.config import ScenarioError, load_scenario
 
 
 # -- trace rows ---------------------------------------------------------------------------------------

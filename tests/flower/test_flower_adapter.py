@@ -10,7 +10,7 @@ from edgesync.flower import records
 from edgesync.flower.coordinator import FlowerCoordinator
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.runtime.runs import finish_run
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 from edgesync.transport.protocol import Message
 
 from conftest import small_scenario
@@ -41,7 +41,7 @@ def test_records_refuse_a_foreign_message():
 
 
 def run_on(grid, scenario: dict, run_dir, **kwargs) -> dict:
-    sc = scenario_from_dict(scenario)
+    sc = load_scenario(scenario)
     with RunRecorder(run_dir) as recorder:
         recorder.write_scenario(sc.resolved())
         coordinator = FlowerCoordinator(sc, recorder, grid, **kwargs)
@@ -79,7 +79,7 @@ def run_on_zeromq(scenario: dict, run_dir) -> None:
 
     from edgesync.runtime.live.client import EdgeClient
     from edgesync.runtime.live.coordinator import Coordinator
-    sc = scenario_from_dict(scenario)
+    sc = load_scenario(scenario)
     with RunRecorder(run_dir) as recorder:
         coordinator = Coordinator(sc, recorder, bind="tcp://127.0.0.1:*")
         threads = [threading.Thread(target=EdgeClient(coordinator.address, rank=r).run, daemon=True)

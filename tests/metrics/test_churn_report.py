@@ -11,7 +11,7 @@ import yaml
 from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces
 from edgesync.metrics.recorder import read_jsonl, to_plain
 from edgesync.metrics.report import load_run, render_report
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 NEW_PLOTS = ["rounds_per_client.png", "availability.png", "traces.png"]
 
@@ -186,10 +186,10 @@ TRACED = {
 
 def test_link_traces_resolve_as_the_scenario_does():
     # the resolved scenario as a run folder keeps it, read back by the report …
-    scenario = scenario_from_dict(TRACED)
+    scenario = load_scenario(TRACED)
     resolved = yaml.safe_load(yaml.safe_dump(to_plain(scenario.resolved()), sort_keys=False))
     links = link_traces(resolved)
-    # … gives each client the trace its links run with (scenario.py: latency in seconds there)
+    # … gives each client the trace its links run with (config/links.py: latency in seconds there)
     for rank in range(4):
         up, down = scenario.client_links(rank)
         for which, link in (("up", up), ("down", down)):
@@ -266,7 +266,7 @@ def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path, cache_in_tmp)
     clients = [{"availability": {"kind": "exponential", "mean_on_s": 0.4, "mean_off_s": 0.2}} for _ in range(6)]
     clients[0]["profile"] = {"kind": "trace", "steps": [[0, 1], [0.5, 4]]}
     clients[1]["link"] = {"trace": [[0, 100, 5], [0.5, 20, 20]], "up": {"trace": [[0, 50, 5]]}}
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "churn-report", "seed": 3, "runtime": "sim", "clients": clients,
         "dataset": {"name": "fashion_mnist", "train_size": 600},
         "algorithms": [{"name": "local_sgd", "clients_per_round": 3, "local_steps": 3, "lr": 0.05},

@@ -8,7 +8,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.metrics.tensorboard_sink import run_name
 from edgesync.runtime.bookkeeping.checkpoint import scenario_digest
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def scalars(folder) -> dict[str, list[tuple[int, float, float]]]:
@@ -101,7 +101,7 @@ def test_off_by_default(tmp_path):
         rec.log_eval(_eval("asgd", 0.0, 0, 0.1))
         assert rec.tensorboard_dir is None
     assert not (tmp_path / "tensorboard").exists()
-    scenario = scenario_from_dict({"name": "s", "clients": ["x1"], "algorithms": [{"name": "ssgd"}]})
+    scenario = load_scenario({"name": "s", "clients": ["x1"], "algorithms": [{"name": "ssgd"}]})
     assert scenario.output.tensorboard is False
 
 
@@ -109,16 +109,16 @@ def test_turning_tensorboard_on_leaves_a_checkpoint_resumable():
     """`edgesync run --resume RUN_DIR --tensorboard`: the output settings are not part of what the
     checkpoint says the run does."""
     data = {"name": "s", "clients": ["x1"], "algorithms": [{"name": "ssgd"}]}
-    plain = scenario_from_dict(data).resolved()
-    on = scenario_from_dict({**data, "output": {"tensorboard": True}}).resolved()
-    other = scenario_from_dict({**data, "seed": 5}).resolved()
+    plain = load_scenario(data).resolved()
+    on = load_scenario({**data, "output": {"tensorboard": True}}).resolved()
+    other = load_scenario({**data, "seed": 5}).resolved()
     assert scenario_digest(plain) == scenario_digest(on)
     assert scenario_digest(plain) != scenario_digest(other)
 
 
 @pytest.mark.parametrize("value", ["yes please", 2])
 def test_the_key_takes_a_boolean(value):
-    from edgesync.scenario import ScenarioError
+    from edgesync.config import ScenarioError
     with pytest.raises(ScenarioError, match="output.tensorboard"):
-        scenario_from_dict({"name": "s", "clients": ["x1"], "algorithms": [{"name": "ssgd"}],
+        load_scenario({"name": "s", "clients": ["x1"], "algorithms": [{"name": "ssgd"}],
                             "output": {"tensorboard": value}})

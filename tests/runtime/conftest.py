@@ -9,7 +9,7 @@ import pytest
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.live.client import EdgeClient
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def small_scenario(**overrides) -> dict:
@@ -30,7 +30,7 @@ def small_scenario(**overrides) -> dict:
 class LoopbackRun:
     def __init__(self, scenario: dict, run_dir: Path, keys=None):
         """`keys`: the coordinator's CURVE ServerKeys (transport/security.py), None for plain TCP."""
-        self.scenario = scenario_from_dict(scenario)
+        self.scenario = load_scenario(scenario)
         self.run_dir = run_dir
         self.recorder = RunRecorder(run_dir)
         self.coordinator = Coordinator(self.scenario, self.recorder, bind="tcp://127.0.0.1:*", keys=keys)

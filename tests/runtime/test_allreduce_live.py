@@ -23,7 +23,7 @@ import yaml
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live"
     for aggregation in ("ps", "allreduce"):
         folder = tmp_path / f"{algorithm['name']}-{aggregation}"
         data = scenario({**algorithm, "aggregation": aggregation}, runtime, **extra)
-        run_scenario(scenario_from_dict(data), folder, progress=False)
+        run_scenario(load_scenario(data), folder, progress=False)
         final = finals.get(aggregation)
         out[aggregation] = {"final": None if final is None else final.params, "buffers": final and final.buffers, "metrics": read_jsonl(folder / "metrics.jsonl")[-1],
                             "clients": read_jsonl(folder / "clients.jsonl"),

@@ -7,7 +7,7 @@ import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 BASE_STEP = 0.01
 
@@ -42,7 +42,7 @@ def churn(**overrides) -> dict:
 
 def run(tmp_path, name="run", **overrides):
     out = tmp_path / name
-    run_scenario(scenario_from_dict(churn(**overrides)), out, progress=False)
+    run_scenario(load_scenario(churn(**overrides)), out, progress=False)
     return out
 
 
@@ -123,7 +123,7 @@ def test_a_link_trace_slows_messages_from_its_time_on(tmp_path):
 
 def test_fl_churn_scenario_replays_exactly_in_the_simulator(tmp_path):
     """scenarios/fl_churn.yaml itself (all three entries, its availability and link trace), scaled down."""
-    from edgesync.scenario import load_scenario
+    from edgesync.config import load_scenario
     overrides = ["clients.count=24", "dataset.train_size=2400", "stop.time_budget_s=2", "eval.every_s=1",
                  "eval.test_size=200", "links.trace=[[0.5, 2, 150], [1.5, 20, 40]]",
                  "clients.availability.mean_on_s=1", "clients.availability.mean_off_s=0.5",

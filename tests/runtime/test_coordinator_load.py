@@ -12,7 +12,7 @@ from edgesync.metrics.coordinator_load import DELAY_RESERVOIR, CoordinatorLoad
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 ROW_KEYS = {"algorithm", "clock", "from_s", "duration_s", "busy_s", "utilisation", "events", "updates",
             "updates_served_per_s", "delays", "queue_delay_mean_s", "queue_delay_p95_s", "queue_delay_max_s",
@@ -35,7 +35,7 @@ def sim_run(out: Path, clients: list[str], algorithms: list[dict], server_time: 
                 "clients": clients, "algorithms": algorithms, "stop": {"time_budget_s": budget_s, "target_acc": None},
                 "eval": {"every_s": 1.0, "test_size": 200},
                 "sim": {"base_step_s": 0.1, "server_time": server_time, "measured_server_s": server_s}, **top}
-    return run_scenario(scenario_from_dict(scenario), out, progress=False)
+    return run_scenario(load_scenario(scenario), out, progress=False)
 
 
 def rows(out: Path) -> dict[str, dict]:

@@ -79,14 +79,14 @@ def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, 
     """`edgesync run --curve`: throw-away keys, real client processes, removed keys afterwards; with
     `live.processes` the slots of one process each come in over CURVE with that process's keys."""
     from edgesync.runtime.runs import run_scenario
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     made: list = []
     monkeypatch.setattr("edgesync.runtime.live.launcher.local_keys",
                         lambda folder, n: made.append(folder) or local_keys(folder, n))
     caplog.set_level(logging.INFO, logger="edgesync.security")
     caplog.set_level(logging.INFO, logger="edgesync.launcher")
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "curve", "seed": 1, "clients": ["x1", "x1"], "dataset": {"name": "fashion_mnist", "train_size": 1000},
         "algorithms": [{"name": "asgd", "lr": 0.05}], "stop": {"time_budget_s": 120, "max_updates": 6},
         "eval": {"every_s": 5, "test_size": 200}, **({"live": {"processes": processes}} if processes else {})})

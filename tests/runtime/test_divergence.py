@@ -5,12 +5,12 @@ import json
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def test_divergence_ends_that_algorithm_only(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "diverge", "runtime": "sim", "clients": ["x1", "x1"], "dataset": {"train_size": 1000},
         "sim": {"base_step_s": 0.01}, "eval": {"every_s": 0.5, "test_size": 200},
         "algorithms": [{"name": "asgd", "lr": 1e30}, {"name": "ssgd", "lr": 0.1}],

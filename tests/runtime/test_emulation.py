@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import ScenarioError, scenario_from_dict
+from edgesync.config import ScenarioError, load_scenario
 
 from conftest import small_scenario
 
@@ -52,7 +52,7 @@ def test_the_fidelity_warning_names_the_straggler_of_an_overloaded_host(loopback
 
 def test_the_simulator_paces_at_the_fixed_base_step_exactly(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
-    scenario = scenario_from_dict(small_scenario(runtime="sim", clients=["x1", "x3"],
+    scenario = load_scenario(small_scenario(runtime="sim", clients=["x1", "x3"],
                                                  algorithms=[{"name": "asgd", "lr": 0.05}],
                                                  emulation={"base_step_ms": 20}, stop={"time_budget_s": 2}))
     run_scenario(scenario, tmp_path / "sim", progress=False)
@@ -73,13 +73,13 @@ def test_the_simulator_paces_at_the_fixed_base_step_exactly(tmp_path, monkeypatc
 ])
 def test_impossible_emulation_settings_are_explained(emulation, message):
     with pytest.raises(ScenarioError) as err:
-        scenario_from_dict(small_scenario(emulation=emulation), "s.yaml")
+        load_scenario(small_scenario(emulation=emulation), source="s.yaml")
     assert message in str(err.value)
 
 
 def test_two_device_speeds_are_refused():
     with pytest.raises(ScenarioError, match="two device speeds: emulation.base_step_ms is 20 ms but sim.base_step_s"):
-        scenario_from_dict(small_scenario(emulation={"base_step_ms": 20}, sim={"base_step_s": 0.05}), "s.yaml")
+        load_scenario(small_scenario(emulation={"base_step_ms": 20}, sim={"base_step_s": 0.05}), source="s.yaml")
 
 
 @pytest.mark.parametrize("prefer,detail", [

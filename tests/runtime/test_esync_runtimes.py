@@ -8,7 +8,7 @@ import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def per_client(run_dir, label: str) -> dict[int, list[dict]]:
@@ -26,7 +26,7 @@ def mean(rows, key):
 @pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
 def test_simulated_esync_keeps_fast_clients_busy(tmp_path, monkeypatch, mode):
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-    scenario = scenario_from_dict({
+    scenario = load_scenario({
         "name": "esync-sim", "runtime": "sim", "clients": ["x1", "x1", "x10"],
         "dataset": {"train_size": 1200}, "eval": {"every_s": 1.0, "test_size": 200},
         # zero: the blocking bounds below are in steps, with an idealised coordinator's instant replies

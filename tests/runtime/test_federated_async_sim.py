@@ -13,7 +13,7 @@ import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def run_dir(tmp_path_factory) -> Path:
     mp = pytest.MonkeyPatch()
     mp.setenv("EDGESYNC_CACHE", str(out.parent / "cache"))
     try:
-        run_scenario(scenario_from_dict({
+        run_scenario(load_scenario({
             "name": "federated-async", "seed": 1, "runtime": "sim",
             "dataset": {"name": "fashion_mnist", "train_size": 1000},
             "clients": ["x1", "x1", "x2"],

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 from evaluation_rows import assert_one_row_per_evaluation, rows_by_entry
 
@@ -43,7 +43,7 @@ def test_a_simulated_entry_writes_each_evaluation_once(tmp_path, monkeypatch, re
                 "algorithms": [{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
                 "stop": {"time_budget_s": budget_s, "target_acc": None}, "eval": {"every_s": 0.5, "test_size": 200},
                 "sim": {"base_step_s": 0.1, "server_time": "zero", "backend": backend}}
-    run_scenario(scenario_from_dict(scenario), tmp_path / "run", progress=False)
+    run_scenario(load_scenario(scenario), tmp_path / "run", progress=False)
     entries = rows_by_entry(tmp_path / "run")
     assert set(entries) == {"ssgd", "asgd"}
     for key, rows in entries.items():

@@ -10,7 +10,7 @@ import pytest
 from edgesync.emulation import netns
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 from edgesync.transport.protocol import Message
 
 CNN_PARAMS = 184_586
@@ -31,7 +31,7 @@ def model_message_bytes() -> int:
 
 def test_simulated_link_sets_the_pace_of_asgd(tmp_path):
     # 10 Mbit/s, 50 ms: a model message (~0.74 MB) takes ~0.64 s each way; a 10 ms step is noise.
-    run_scenario(scenario_from_dict(scenario("sim", {"rate_mbps": 10, "latency_ms": 50})), tmp_path / "r",
+    run_scenario(load_scenario(scenario("sim", {"rate_mbps": 10, "latency_ms": 50})), tmp_path / "r",
                  progress=False)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
     one_way = model_message_bytes() * 8 / 10e6 + 0.05
@@ -43,7 +43,7 @@ def test_simulated_link_sets_the_pace_of_asgd(tmp_path):
 def test_simulated_links_replay_exactly_with_jitter_and_loss(tmp_path):
     links = {"rate_mbps": 50, "latency_ms": 20, "jitter_ms": 10, "loss": 0.01}
     for name in ("a", "b"):
-        run_scenario(scenario_from_dict(scenario("sim", links, budget=1.0)), tmp_path / name, progress=False)
+        run_scenario(load_scenario(scenario("sim", links, budget=1.0)), tmp_path / name, progress=False)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_clock"} for r in rows]
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
 
@@ -51,13 +51,13 @@ def test_simulated_links_replay_exactly_with_jitter_and_loss(tmp_path):
 def test_one_slow_client_link_slows_only_that_client(tmp_path):
     sc = scenario("sim", {}, budget=2.0)
     sc["clients"] = [{}, {"link": {"rate_mbps": 2}}]
-    run_scenario(scenario_from_dict(sc), tmp_path / "r", progress=False)
+    run_scenario(load_scenario(sc), tmp_path / "r", progress=False)
     rows = {c["client"]: c for c in read_jsonl(tmp_path / "r" / "clients.jsonl")}
     assert rows[0]["steps"] > 20 * rows[1]["steps"]  # ~3 s per round trip at 2 Mbit/s vs 10 ms steps
 
 
 def test_live_transport_pacing_sets_the_pace_of_asgd(tmp_path):
-    run_scenario(scenario_from_dict(scenario("live", {"rate_mbps": 20, "latency_ms": 20}, budget=4.0)),
+    run_scenario(load_scenario(scenario("live", {"rate_mbps": 20, "latency_ms": 20}, budget=4.0)),
                  tmp_path / "r", progress=False)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
     one_way = model_message_bytes() * 8 / 20e6 + 0.02
@@ -68,7 +68,7 @@ def test_live_transport_pacing_sets_the_pace_of_asgd(tmp_path):
 
 @pytest.mark.skipif(not netns.available()[0], reason=f"netns backend: {netns.available()[1]}")
 def test_live_run_in_network_namespaces_cleans_up(tmp_path):
-    run_scenario(scenario_from_dict(scenario("live", {"rate_mbps": 20, "latency_ms": 20, "backend": "netns"},
+    run_scenario(load_scenario(scenario("live", {"rate_mbps": 20, "latency_ms": 20, "backend": "netns"},
                                              budget=4.0)), tmp_path / "r", progress=False)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
     one_way = model_message_bytes() * 8 / 20e6 + 0.02
@@ -99,7 +99,7 @@ def test_the_coordinators_own_link_is_shared_by_its_clients(tmp_path, runtime):
     server link, each crossing it in ≈ 0.3 s; models going out cross the other direction meanwhile."""
     sc = scenario(runtime, {}, budget=4.0, coordinator_link={"rate_mbps": 20})
     sc["clients"] = 4
-    run_scenario(scenario_from_dict(sc), tmp_path / "r", progress=False)
+    run_scenario(load_scenario(sc), tmp_path / "r", progress=False)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
     ceiling = 4.0 / (model_message_bytes() * 8 / 20e6)  # one update in per wire time of the shared link
     low = 0.85 if runtime == "sim" else 0.5  # live: the steps and the start cost some of the budget

@@ -13,7 +13,7 @@ import zmq
 
 from conftest import small_scenario
 from edgesync.runtime.bookkeeping.membership import Membership
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message, MessageType as T
 from edgesync.transport.sockets import CoordinatorSocket
@@ -39,7 +39,7 @@ def _next(coordinator: CoordinatorSocket, members: Membership, timeout_s: float 
 
 
 def test_a_hello_from_a_socket_closed_before_its_welcome_leaves_the_rank_to_the_next_one():
-    scenario = scenario_from_dict(small_scenario(clients=["x1"]))
+    scenario = load_scenario(small_scenario(clients=["x1"]))
     coordinator = CoordinatorSocket("tcp://127.0.0.1:*")
     members = Membership(scenario, coordinator)
     try:

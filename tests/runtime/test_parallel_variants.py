@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
@@ -29,10 +29,10 @@ def test_seeds_and_a_sweep_two_at_a_time_write_the_one_at_a_time_folder(tmp_path
             "stop": {"time_budget_s": 0.6, "target_acc": None}, "eval": {"every_s": 0.2, "test_size": 200},
             "sim": {"server_time": "zero"}}
     parallel = tmp_path / "parallel"
-    summary = run_scenario(scenario_from_dict(data), parallel, progress=False, parallel=2)
+    summary = run_scenario(load_scenario(data), parallel, progress=False, parallel=2)
     assert not (parallel / "parts").exists()
     one_at_a_time = tmp_path / "serial"
-    assert run_scenario(scenario_from_dict(data), one_at_a_time, progress=False) == summary
+    assert run_scenario(load_scenario(data), one_at_a_time, progress=False) == summary
     for file in ("metrics.jsonl", "updates.jsonl", "clients.jsonl"):
         assert rows(parallel, file) == rows(one_at_a_time, file), file
     labels = {r["algorithm"] for r in rows(parallel, "metrics.jsonl")}

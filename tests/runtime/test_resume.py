@@ -200,7 +200,7 @@ def test_default_run_folder_names_are_unique_and_a_named_folder_that_holds_a_run
     from datetime import datetime as real_datetime
 
     from edgesync.runtime import runs
-    from edgesync.scenario import scenario_from_dict
+    from edgesync.config import load_scenario
 
     class Frozen(real_datetime):
         @classmethod
@@ -208,7 +208,7 @@ def test_default_run_folder_names_are_unique_and_a_named_folder_that_holds_a_run
             return real_datetime(2026, 1, 2, 3, 4, 5)
 
     monkeypatch.setattr(runs, "datetime", Frozen)
-    sc = scenario_from_dict({**SCENARIO, "output": {"dir": str(tmp_path / "runs")}})
+    sc = load_scenario({**SCENARIO, "output": {"dir": str(tmp_path / "runs")}})
     first, second = runs.run_folder(sc), runs.run_folder(sc)  # two runs started in the same second
     assert first.name == "resume-20260102-030405" and second.name == "resume-20260102-030405-2"
     assert first.is_dir() and second.is_dir()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.runtime.sim.simulator import run_sim
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 from conftest import small_scenario
 
@@ -34,7 +34,7 @@ def test_live_and_simulated_runs_write_the_same_rows(loopback, tmp_path, monkeyp
     assert live.error is None, live.error
 
     sim_dir = tmp_path / "sim"
-    scenario = scenario_from_dict({**small_scenario(**overrides), "runtime": "sim",
+    scenario = load_scenario({**small_scenario(**overrides), "runtime": "sim",
                                    "sim": {"base_step_s": 0.01}})
     with RunRecorder(sim_dir) as recorder:
         run_sim(scenario, recorder, Progress(enabled=False))

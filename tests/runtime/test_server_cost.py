@@ -18,7 +18,7 @@ from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.sim import server_calibration, server_cost
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.sim.simulator import Simulator
-from edgesync.scenario import load_scenario, scenario_from_dict
+from edgesync.config import load_scenario
 
 # Exact in decimal at the metrics' µs resolution; an update's collect (0.003 s with its decoding) outlasts
 # the 0.0005 s between two broadcast messages, so the second client's update always finds the coordinator busy.
@@ -57,7 +57,7 @@ def scenario(algorithms: list[dict], sim: dict, **overrides) -> dict:
 
 def run(tmp_path: Path, name: str, data: dict) -> Path:
     out = tmp_path / name
-    run_scenario(scenario_from_dict(data), out, progress=False)
+    run_scenario(load_scenario(data), out, progress=False)
     return out
 
 
@@ -77,7 +77,7 @@ def without_wall_clock(path: Path) -> bytes:
 
 def test_costs_are_measured_once_per_machine_then_read_from_the_cache(tmp_path, cache_in_tmp, calibrations,
                                                                       monkeypatch):
-    sc = scenario_from_dict(scenario([{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}], {}))
+    sc = load_scenario(scenario([{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}], {}))
     first = Simulator(sc, recorder=None)
     first.prepare()
     assert calibrations == ["ssgd", "asgd"]
@@ -94,7 +94,7 @@ def test_costs_are_measured_once_per_machine_then_read_from_the_cache(tmp_path, 
     assert second.server_costs == first.server_costs
 
     # Another setting of the algorithm is another entry: measured anew, the others still cached.
-    relabelled = scenario_from_dict(scenario([{"name": "ssgd", "lr": 0.02, "label": "same"},
+    relabelled = load_scenario(scenario([{"name": "ssgd", "lr": 0.02, "label": "same"},
                                               {"name": "ssgd", "lr": 0.1, "momentum": 0.9}], {}))
     Simulator(relabelled, recorder=None).prepare()
     assert calibrations == ["ssgd", "asgd", "ssgd"]  # neither label nor learning rate change the work; momentum does
@@ -188,7 +188,7 @@ def test_measured_times_the_real_work_at_every_event(tmp_path, calibrations):
 
 
 def test_a_broken_cache_entry_is_named_not_used(tmp_path, cache_in_tmp, calibrations):
-    sc = scenario_from_dict(scenario([{"name": "asgd", "lr": 0.05}], {}))
+    sc = load_scenario(scenario([{"name": "asgd", "lr": 0.05}], {}))
     Simulator(sc, recorder=None).prepare()
     path = cache_in_tmp / "server_costs.json"
     path.write_text(path.read_text().replace('"apply"', '"applied"'))

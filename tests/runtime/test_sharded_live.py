@@ -20,7 +20,7 @@ from edgesync.models.shard_plan import plan
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.sharding.lead import ShardLead
 from edgesync.runtime.sharding.server import ShardServer
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T
 from edgesync.transport.sockets import ClientSocket
@@ -44,7 +44,7 @@ def test_a_follower_serves_its_slice_in_the_leads_order_and_saves_its_state(tmp_
     follower = ShardServer("tcp://127.0.0.1:*", state_dir=tmp_path)
     thread = threading.Thread(target=follower.serve, daemon=True)
     thread.start()
-    sc = scenario_from_dict({"name": "s", "runtime": "sim", "clients": 1, "sharding": "memory", "shards": 2,
+    sc = load_scenario({"name": "s", "runtime": "sim", "clients": 1, "sharding": "memory", "shards": 2,
                              "algorithms": [{"name": "asgd", "lr": 0.5}]})
     lead = ShardLead(sc, plan([10], 2, "memory"), [follower.address])
     client = ClientSocket(follower.address)
@@ -102,7 +102,7 @@ def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path):
     runs = {}
     for name, extra in (("one", {}), ("memory", {"sharding": "memory", "shards": 3}),
                         ("layer", {"sharding": "layer", "shards": 2})):
-        run_scenario(scenario_from_dict(base(**extra)), tmp_path / name, progress=False)
+        run_scenario(load_scenario(base(**extra)), tmp_path / name, progress=False)
         runs[name] = final_rows(tmp_path / name)
     one = runs["one"]["ssgd"]
     for name in ("memory", "layer"):

@@ -9,7 +9,7 @@ from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
 from edgesync.models.shard_plan import model_plan
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import ScenarioError, scenario_from_dict
+from edgesync.config import ScenarioError, load_scenario
 from edgesync.transport import protocol
 
 RATE_MBPS = 40.0
@@ -39,7 +39,7 @@ def scenario(**overrides) -> dict:
 
 @pytest.fixture(scope="module")
 def summary(tmp_path_factory):
-    return run_scenario(scenario_from_dict(scenario()), tmp_path_factory.mktemp("eq3") / "run", progress=False)
+    return run_scenario(load_scenario(scenario()), tmp_path_factory.mktemp("eq3") / "run", progress=False)
 
 
 def test_throughput_follows_the_busiest_shard_link(summary):
@@ -62,7 +62,7 @@ def test_a_sharded_run_replays_exactly(tmp_path):
     data = scenario(sweep={}, sharding="memory", stop={"max_updates": 30, "time_budget_s": 1000})
     rows = []
     for name in ("a", "b"):
-        run_scenario(scenario_from_dict(data), tmp_path / name, progress=False)
+        run_scenario(load_scenario(data), tmp_path / name, progress=False)
         rows.append([{k: v for k, v in r.items() if k != "wall_clock"}
                      for r in read_jsonl(tmp_path / name / "updates.jsonl")])
     assert rows[0] == rows[1] and len(rows[0]) == 30
@@ -70,8 +70,8 @@ def test_a_sharded_run_replays_exactly(tmp_path):
 
 def test_shards_without_sharding_and_sharded_slots_are_refused():
     with pytest.raises(ScenarioError, match="shards is 4 but sharding is none"):
-        scenario_from_dict(scenario(sweep={}, shards=4))
+        load_scenario(scenario(sweep={}, shards=4))
     with pytest.raises(ScenarioError, match="slots"):
-        scenario_from_dict(scenario(sweep={}, runtime="live", sharding="memory", live={"processes": 2}))
+        load_scenario(scenario(sweep={}, runtime="live", sharding="memory", live={"processes": 2}))
     with pytest.raises(ScenarioError, match="model cnn has 4 layers for 5 shards"):
-        scenario_from_dict(scenario(sweep={}, sharding="layer", shards=5))
+        load_scenario(scenario(sweep={}, sharding="layer", shards=5))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
@@ -43,7 +43,7 @@ def scenario(backend: str, **overrides) -> dict:
 
 def run_folder(tmp_path: Path, name: str, data: dict) -> dict[str, list[dict]]:
     out = tmp_path / name
-    run_scenario(scenario_from_dict(data), out, progress=False)
+    run_scenario(load_scenario(data), out, progress=False)
     rows = {}
     for file in ("metrics.jsonl", "updates.jsonl", "clients.jsonl", "coordinator.jsonl"):
         rows[file] = [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}

@@ -10,7 +10,7 @@ import torch
 from edgesync.algorithms.machinery.base import Update
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.sim.spill import Spill, Spilled
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def test_an_update_past_the_limit_goes_to_disk_and_comes_back_bit_for_bit():
@@ -41,7 +41,7 @@ def run(tmp_path: Path, name: str, spill_mb) -> dict[str, list[dict]]:
         "sim": {"base_step_s": 0.02, "server_time": "zero", "spill_mb": spill_mb},
     }
     out = tmp_path / name
-    run_scenario(scenario_from_dict(data), out, progress=False)
+    run_scenario(load_scenario(data), out, progress=False)
     return {f: [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}
                 for line in (out / f).read_text().splitlines()] for f in ("metrics.jsonl", "updates.jsonl")}
 
@@ -55,7 +55,7 @@ def test_a_run_that_spills_writes_the_same_results_as_one_that_keeps_everything(
 
 
 def test_the_10k_clients_scenario_scaled_down_runs_both_entries(tmp_path):
-    from edgesync.scenario import load_scenario
+    from edgesync.config import load_scenario
 
     path = Path(__file__).resolve().parents[2] / "scenarios" / "sim_10k_clients.yaml"
     sc = load_scenario(path, ["clients.count=300", "stop.time_budget_s=3", "stop.max_updates=400",

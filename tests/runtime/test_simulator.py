@@ -34,7 +34,7 @@ from edgesync.params import get_buffers, get_params
 from edgesync.runtime.bookkeeping import step_time
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.bookkeeping.workload import client_splits, scenario_dataset
-from edgesync.scenario import load_scenario, scenario_from_dict
+from edgesync.config import load_scenario
 from edgesync.trainer import Trainer
 from edgesync.transport.protocol import Message
 
@@ -71,7 +71,7 @@ def sim_scenario(**overrides) -> dict:
 
 def run(tmp_path: Path, name: str = "run", **overrides) -> Path:
     out = tmp_path / name
-    run_scenario(scenario_from_dict(sim_scenario(**overrides)), out, progress=False)
+    run_scenario(load_scenario(sim_scenario(**overrides)), out, progress=False)
     return out
 
 
@@ -209,7 +209,7 @@ def test_bytes_are_the_wire_size_of_every_message(tmp_path):
     # Three x1 clients, steps of 0.25 s (exact), 4 rounds: 12 UPDATEs up, 3 + 4 × 3 = 15 TRAINs down.
     out = run(tmp_path, clients=["x1", "x1", "x1"], sim={"base_step_s": 0.25},
               stop={"max_updates": 4}, eval={"every_s": 0.6})
-    sc = scenario_from_dict(sim_scenario(clients=["x1", "x1", "x1"]))
+    sc = load_scenario(sim_scenario(clients=["x1", "x1", "x1"]))
     data = scenario_dataset(sc.dataset)
     splits = client_splits(sc, data.train_y)
     assert len({len(s) for s in splits}) == 1  # same data_size in every client's metadata

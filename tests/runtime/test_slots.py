@@ -182,8 +182,8 @@ def test_a_killed_process_of_slots_loses_its_clients_and_the_others_go_on(tmp_pa
     import psutil
 
     from edgesync.runtime.runs import run_scenario
-    from edgesync.scenario import scenario_from_dict
-    sc = scenario_from_dict(small_scenario(clients=5, algorithms=[{"name": "asgd", "lr": 0.05}], live={"processes": 2},
+    from edgesync.config import load_scenario
+    sc = load_scenario(small_scenario(clients=5, algorithms=[{"name": "asgd", "lr": 0.05}], live={"processes": 2},
                                            stop={"time_budget_s": 8, "target_acc": 0.3}))
     errors: list[BaseException] = []
     running = threading.Thread(target=lambda: _catch(errors, lambda: run_scenario(sc, tmp_path / "run",

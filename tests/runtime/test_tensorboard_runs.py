@@ -18,7 +18,7 @@ from edgesync.metrics.recorder import read_jsonl
 from edgesync.metrics.summary import compute_ratio
 from edgesync.metrics.tensorboard_sink import run_name
 from edgesync.runtime.runs import run_scenario
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,7 @@ def test_a_simulated_sweep_over_seeds_writes_one_run_per_label(tmp_path):
         "output": {"tensorboard": True},
     }
     out = tmp_path / "run"
-    run_scenario(scenario_from_dict(data), out, progress=False)
+    run_scenario(load_scenario(data), out, progress=False)
     labels = ["ssgd lr/10@seed=1", "asgd@seed=1", "ssgd lr/10@seed=2", "asgd@seed=2"]
     assert_mirrors_the_run_folder(out, labels)
     assert (out / "tensorboard" / "asgd@seed=2").is_dir()  # a plain label is its own folder name
@@ -95,7 +95,7 @@ def test_a_run_without_the_key_writes_no_event_files(tmp_path):
         "sim": {"base_step_s": 0.1, "server_time": "zero"},
     }
     out = tmp_path / "run"
-    run_scenario(scenario_from_dict(data), out, progress=False)
+    run_scenario(load_scenario(data), out, progress=False)
     assert (out / "metrics.jsonl").exists() and not (out / "tensorboard").exists()
 
 

@@ -14,7 +14,7 @@ from edgesync.runtime.bookkeeping.checkpoint import CheckpointError
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.tuning import tune_entries
 from edgesync.runtime.bookkeeping.workload import client_splits, scenario_dataset, validation_indices
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 VALIDATION, TEST = 97, 200  # 97 is prime: an accuracy k/97 is not j/200 unless it is 0 or 1
 GRID = {"lr": [0.02, 0.1], "momentum": [0.5, 0.9]}
@@ -41,7 +41,7 @@ def tuned(tmp_path_factory):
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
-        summary = run_scenario(scenario_from_dict(SCENARIO), out, progress=False)
+        summary = run_scenario(load_scenario(SCENARIO), out, progress=False)
     finally:
         logger.removeHandler(handler)
     return out, summary, records
@@ -110,8 +110,8 @@ def test_each_entry_gets_its_best_point_and_the_final_runs_use_it(tuned):
 
 def test_the_final_runs_clients_train_on_what_the_tuning_runs_trained_on(tuned):
     out, _, _ = tuned
-    final = scenario_from_dict(yaml.safe_load((out / "scenario.yaml").read_text()))
-    tuning = scenario_from_dict(yaml.safe_load((out / "tuning" / "scenario.yaml").read_text()))
+    final = load_scenario(yaml.safe_load((out / "scenario.yaml").read_text()))
+    tuning = load_scenario(yaml.safe_load((out / "tuning" / "scenario.yaml").read_text()))
     labels = scenario_dataset(final.dataset).train_y
     held = validation_indices(final, labels)
     assert np.array_equal(held, validation_indices(tuning, labels)) and len(held) == VALIDATION
@@ -121,7 +121,7 @@ def test_the_final_runs_clients_train_on_what_the_tuning_runs_trained_on(tuned):
 
 def test_a_resumed_folder_reuses_its_finished_tuning(tuned):
     out, _, _ = tuned
-    scenario = scenario_from_dict(yaml.safe_load((out / "scenario.yaml").read_text()))
+    scenario = load_scenario(yaml.safe_load((out / "scenario.yaml").read_text()))
 
     def must_not_run(*args):
         raise AssertionError("finished tuning was run again")
@@ -132,7 +132,7 @@ def test_a_resumed_folder_reuses_its_finished_tuning(tuned):
     assert [a.lr for a in final.algorithms] == [record["entries"][k]["chosen"]["lr"] for k in ("asgd", "dgc_async")]
     with pytest.raises(CheckpointError, match="--resume is for live runs"):
         tune_entries(scenario, out, must_not_run, progress=False, resume=True, checkpointed=False)
-    other = scenario_from_dict({**SCENARIO, "tune": {**SCENARIO["tune"], "grid": {"lr": [0.3]}}})
+    other = load_scenario({**SCENARIO, "tune": {**SCENARIO["tune"], "grid": {"lr": [0.3]}}})
     with pytest.raises(CheckpointError, match="tuning.json was written for other tuning runs"):
         tune_entries(other, out, must_not_run, progress=False, resume=True, checkpointed=True)
 
@@ -140,7 +140,7 @@ def test_a_resumed_folder_reuses_its_finished_tuning(tuned):
 def test_the_tuning_runs_use_one_seed_and_the_choice_serves_every_seed(tmp_path):
     out = tmp_path / "seeds"
     scenario = {**SCENARIO, "seeds": [1, 2], "tune": {"grid": {"lr": [0.02, 0.1]}, "validation_size": VALIDATION}}
-    summary = run_scenario(scenario_from_dict(scenario), out, progress=False)
+    summary = run_scenario(load_scenario(scenario), out, progress=False)
     tuning = yaml.safe_load((out / "tuning" / "scenario.yaml").read_text())
     assert tuning["seeds"] is None and tuning["seed"] == 1  # the scenario's seed: one seed
     assert list(json.loads((out / "tuning" / "summary.json").read_text())) == [

@@ -11,7 +11,7 @@ from edgesync.data.partition import partition
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.bookkeeping.workload import (VALIDATION_SPLIT_SEED, client_splits, prepare_workload, scenario_dataset,
                                        validation_indices, validation_split)
-from edgesync.scenario import scenario_from_dict
+from edgesync.config import load_scenario
 
 
 def scenario(tune: dict | None = {"grid": {"lr": [0.05]}, "validation_size": 97}, **extra):
@@ -19,7 +19,7 @@ def scenario(tune: dict | None = {"grid": {"lr": [0.05]}, "validation_size": 97}
             "clients": 3, "algorithms": [{"name": "asgd"}], "eval": {"test_size": 200}, **extra}
     if tune is not None:
         data["tune"] = tune
-    return scenario_from_dict(data)
+    return load_scenario(data)
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgesync.trainer import Trainer
 
+# The learning rate an entry that gives none trains with; the Flower nodes fall back to it too.
+DEFAULT_LR = 0.05
+
 
 class AlgorithmConfig(BaseModel):
     """Hyper-parameters every algorithm has. Subclasses add their own and fix `name` to a Literal."""
@@ -37,7 +40,7 @@ class AlgorithmConfig(BaseModel):
 
     name: str
     label: str | None = Field(None, description="key of this entry in results; default: the name")
-    lr: float = Field(0.05, gt=0, description="learning rate η")
+    lr: float = Field(DEFAULT_LR, gt=0, description="learning rate η")
     batch_size: int = Field(32, ge=1, description="mini-batch size per client step")
     weight_decay: float = Field(0.0, ge=0, description="L2 coefficient, added to the gradient")
     warmup_epochs: float = Field(0.0, ge=0, description="E: ramp η from η/N to η over E epochs of the "

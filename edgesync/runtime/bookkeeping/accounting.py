@@ -19,7 +19,7 @@ from edgesync.algorithms.machinery.base import AlgorithmConfig
 from edgesync.metrics import fidelity
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import StopSpec
+from edgesync.config.stop_eval import StopSpec
 from edgesync.trainer import StepSample, StepTimeline, TrainerStats
 
 TIME_DIGITS = 6  # time stamps in every row: µs, finer than any runtime's clock is meaningful

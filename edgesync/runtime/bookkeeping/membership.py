@@ -19,7 +19,7 @@ from edgesync.emulation.profiles import Profile, parse_profile
 from edgesync.runtime.bookkeeping.liveness import Liveness
 from edgesync.runtime.bookkeeping.log_limit import RateLimitedLog
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 from edgesync.transport import protocol
 from edgesync.transport.fields import check_client_fields
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError

@@ -23,7 +23,9 @@ from edgesync.data.datasets import ArrayDataset, load_dataset, to_tensor
 from edgesync.data.partition import partition
 from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
-from edgesync.scenario import DEFAULT_VALIDATION_FRACTION, DatasetSpec, PartitionSpec, Scenario
+from edgesync.config import Scenario
+from edgesync.config.data import DatasetSpec, PartitionSpec
+from edgesync.config.tune import DEFAULT_VALIDATION_FRACTION
 from edgesync.trainer import StepHook, Trainer
 
 _DEVICE_RE = re.compile(r"cpu|auto|cuda(?::(\d+))?")  # what a scenario's or `edgesync client`'s device may be

@@ -13,7 +13,7 @@ import heapq
 import math
 
 from edgesync.emulation.availability import Schedule
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 
 EARLY_S = 0.5  # a client may return this much before its online time (its view of the clock runs behind)
 

@@ -38,7 +38,7 @@ from edgesync.runtime.allreduce.host import RingHost, count_ring_bytes
 from edgesync.runtime.sharding.lead import NoShards, lead_for
 from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from edgesync.runtime.bookkeeping.workload import prepare_workload
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 from edgesync.transport.security import ServerKeys

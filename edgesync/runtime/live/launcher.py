@@ -37,7 +37,7 @@ from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.bookkeeping.checkpoint import Checkpointer
 from edgesync.runtime.live.coordinator import Coordinator, RunAborted
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 from edgesync.transport.protocol import usable_cores
 from edgesync.transport.security import ServerKeys, local_keys
 

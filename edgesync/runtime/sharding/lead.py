@@ -23,7 +23,7 @@ from edgesync.algorithms.machinery.base import AlgorithmConfig, ModelState, Serv
 from edgesync.constants import READY_TIMEOUT_S
 from edgesync.models.shard_plan import ShardPlan, plan_for
 from edgesync.runtime.sharding.slices import sliced_state
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 from edgesync.transport.protocol import LEAD_TYPES, Message, MessageType as T
 from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket

@@ -27,7 +27,7 @@ from edgesync.runtime.bookkeeping.accounting import AlgorithmAccount
 from edgesync.runtime.sim.server_cost import ZERO, Charges, CoordinatorWork, CostSamples
 from edgesync.runtime.sim.ring import wire_size
 from edgesync.runtime.sim.shards import Shards
-from edgesync.scenario import ServerCostSpec
+from edgesync.config.sim import ServerCostSpec
 from edgesync.transport import protocol
 
 

@@ -18,8 +18,9 @@ from edgesync.metrics.recorder import (CLIENTS_FILE, COORDINATOR_FILE, METRICS_F
                                        read_jsonl)
 from edgesync.runtime.bookkeeping.membership import RunAborted
 from edgesync.runtime.bookkeeping.progress import Progress
-from edgesync.scenario import Scenario, ServerCostSpec
-from edgesync.sweep import Variant
+from edgesync.config import Scenario
+from edgesync.config.sim import ServerCostSpec
+from edgesync.config import Variant
 
 PARTS_DIR = "parts"
 

@@ -36,7 +36,7 @@ from edgesync.runtime.bookkeeping.membership import RunAborted
 from edgesync.runtime.sim.channel import SIM, DriverChannel, owned
 from edgesync.runtime.sim.spill import Spill
 from edgesync.runtime.sim.worker import ClientSpec, ClientTotals, Finished, SimWorker, initial_floor
-from edgesync.scenario import Scenario
+from edgesync.config import Scenario
 from edgesync.transport.protocol import Message, MessageType
 
 log = logging.getLogger("edgesync.sim")

@@ -31,7 +31,10 @@ from edgesync.constants import (SERVER_CALIBRATION_CLIENTS, SERVER_CALIBRATION_L
 from edgesync.metrics.recorder import RunRecorder
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.runtime.sim.server_cost import CostSamples, cached_costs, cost_key
-from edgesync.scenario import ClientSpec, LinksSpec, Scenario, ServerCostSpec
+from edgesync.config import Scenario
+from edgesync.config.clients import ClientSpec
+from edgesync.config.links import LinksSpec
+from edgesync.config.sim import ServerCostSpec
 
 
 class PreparedRun(Protocol):

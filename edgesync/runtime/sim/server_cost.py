@@ -5,7 +5,7 @@ The live coordinator is one thread. For every UPDATE it decodes the frames (`Mes
 checks the tensors (update_check.py), hands the update to the server half (`on_update`) and encodes
 each instruction it sends back (`to_frames`), one after the other; for every QUERY it decodes it, asks
 `on_query` and encodes the REPLY. The model charges that work from five costs per algorithm entry
-(`ServerCostSpec` in scenario.py, seconds):
+(`ServerCostSpec` in config/sim.py, seconds):
 
     an UPDATE:  decode_update + (apply if the global model changed, else collect); then each message
                 it sends leaves encode_send after the one before (the i-th after i encodings)
@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from edgesync.algorithms.machinery.base import AlgorithmConfig, ModelState, Send, ServerAlgorithm, Update
 from edgesync.runtime.bookkeeping.step_time import cache_file, cached, this_machine
 from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
-from edgesync.scenario import ServerCostSpec
+from edgesync.config.sim import ServerCostSpec
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message
 

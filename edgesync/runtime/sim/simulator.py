@@ -55,7 +55,8 @@ from edgesync.runtime.sim.spill import Spill
 from edgesync.runtime.sim.state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
 from edgesync.runtime.bookkeeping.step_time import cached_step_s
 from edgesync.runtime.bookkeeping.workload import prepare_workload
-from edgesync.scenario import Scenario, ServerCostSpec
+from edgesync.config import Scenario
+from edgesync.config.sim import ServerCostSpec
 from edgesync.trainer import DeviceOffline, Trainer
 from edgesync.transport import protocol
 

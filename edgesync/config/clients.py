@@ -1,0 +1,55 @@
+"""The scenario's `clients`: each one's device profile, partition, torch device, link and availability."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from edgesync.config.data import PartitionSpec
+from edgesync.config.errors import Problem
+from edgesync.config.limits import too_many_clients
+from edgesync.config.links import LinkSpec
+from edgesync.config.strict import Strict
+from edgesync.emulation.availability import Availability, parse_availability
+from edgesync.emulation.profiles import ConstantProfile, Profile, parse_profile
+
+
+class ClientSpec(Strict):
+    profile: Profile = ConstantProfile(factor=1)
+    partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
+    device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
+    link: LinkSpec | None = Field(None, description="this client's link, over the scenario's `links`")
+    availability: Availability | None = Field(None, description="when the device is online: a trace of online "
+                                              "intervals or an exponential on/off model; default always")
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _profile(cls, value: Any, info: ValidationInfo) -> Profile:
+        return parse_profile(value, info.context)
+
+    @field_validator("availability", mode="before")
+    @classmethod
+    def _availability(cls, value: Any, info: ValidationInfo) -> Availability | None:
+        return parse_availability(value, info.context)
+
+
+def expand_clients(value: Any) -> Any:
+    """`clients: 4` means four undisturbed clients; `{count: 8, profile: gamma-hetero}` eight alike
+    (any ClientSpec key besides count); a list gives each its own settings. At most MAX_CLIENTS,
+    checked before the list is built."""
+    if isinstance(value, bool):
+        return value
+    if problem := too_many_clients(value):
+        raise problem
+    if isinstance(value, dict) and "count" in value:
+        count, rest = value["count"], {k: v for k, v in value.items() if k != "count"}
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise Problem("must be a whole number ≥ 1", repr(count), ("count",))
+        return [dict(rest) for _ in range(count)]
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError("needs at least one client")
+        return [{} for _ in range(value)]
+    if isinstance(value, list):
+        return [{"profile": v} if isinstance(v, str) else v for v in value]
+    return value

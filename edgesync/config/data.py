@@ -1,0 +1,40 @@
+"""The scenario's `dataset`, `model` and `partition` sections: what is trained, on what, split how."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from edgesync.config.strict import Strict
+from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
+from edgesync.data.partition import PARTITION_KINDS
+
+
+class DatasetSpec(Strict):
+    name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist", "cifar10"] = "fashion_mnist"
+    root: str | None = Field(None, description="data folder, the only place looked in; must exist on the "
+                             "machine that loads the scenario; EDGESYNC_DATA wins over it")
+    train_size: int | None = Field(None, ge=1, description="use only the first N training samples")
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, root: str | None, info: ValidationInfo) -> str | None:
+        """An explicit root is where this machine reads the data: a wrong one is an error here, not a
+        silent fallback to another copy. Where $EDGESYNC_DATA wins over it (Fashion-MNIST, CIFAR-10),
+        this machine does not read it, and a root meant for the clients' machines is left alone."""
+        env_wins = info.data.get("name") != "mnist" and os.environ.get(DATA_ENV_VAR)
+        if root is not None and not env_wins and not Path(root).is_dir():
+            raise ValueError("no such directory on this machine")
+        return root
+
+
+class ModelSpec(Strict):
+    name: Literal["cnn", "vgg_small", "resnet18"] = "cnn"
+
+
+class PartitionSpec(Strict):
+    kind: Literal[PARTITION_KINDS] = "iid"  # type: ignore[valid-type]
+    alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (kind: dirichlet)")
+    shards_per_client: int = Field(2, ge=1, description="shards per client (kind: shards)")
