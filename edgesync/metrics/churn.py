@@ -1,7 +1,7 @@
 """What a run folder says about federated realism: rounds and who took part, availability, traces.
 
 The report's Participation, Availability and Traces sections (metrics/churn_report.py) and their plots
-(metrics/plots.py) read these facts from a `RunData` (`ChurnRecords`, and the trace functions for the
+(metrics/churn_plots.py) read these facts from a `RunData` (`ChurnRecords`, and the trace functions for the
 scenario), and only from what the folder holds:
 
 - updates.jsonl: presence rows `{"client", "time_s", "presence": "offline"|"online"}` (a client offline

@@ -12,7 +12,7 @@ from typing import Any
 
 from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces, most_and_least, ranks_text
 from edgesync.metrics.formatting import NONE, RunData, code, md_table, secs, whole
-from edgesync.metrics.plots import MAX_AVAILABILITY_CLIENTS, MAX_AVAILABILITY_PANELS, MAX_TRACE_LINES
+from edgesync.metrics.churn_plots import MAX_AVAILABILITY_CLIENTS, MAX_AVAILABILITY_PANELS, MAX_TRACE_LINES
 from edgesync.metrics.recorder import PLOTS_DIR
 
 ROUNDS_PLOT = "rounds_per_client.png"

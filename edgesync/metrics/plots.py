@@ -1,5 +1,5 @@
-"""The run report's plots: accuracy vs time or updates, cumulative traffic, compute-time ratio per client;
-for runs with federated realism (metrics/churn.py) rounds per client, availability and traces.
+"""The run report's plots: accuracy vs time or updates, cumulative traffic, staleness, compute-time ratio per
+client (those of federated realism: churn_plots.py; what every plot shares: plot_canvas.py).
 
 Each `plot_*` function draws one PNG from a `RunData` (see `edgesync.metrics.report.load_run`) on a
 matplotlib `Figure` (the Agg canvas), never through pyplot, so drawing touches no global backend state.
@@ -9,9 +9,7 @@ With seeds (metrics/seeds.py) the accuracy and traffic plots draw one line per e
 seeds, and the accuracy plot shades the band from the lowest to the highest seed.
 
 Numbers are formatted by `edgesync.metrics.formatting`, as in report.md, so a plot's labels read exactly
-like the tables.
-"""
-
+like the tables."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,44 +19,28 @@ import matplotlib.cm
 import matplotlib.colors
 import matplotlib.patches
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from edgesync.metrics.churn import ChurnRecords, device_traces, link_traces, ranks_text
 from edgesync.metrics.formatting import RunData, num, pct, secs, sort_key
+from edgesync.metrics.plot_canvas import legend, line_style, new_plot, no_data, save_figure, time_label
 from edgesync.metrics.summary import compute_ratio
 
-DPI = 120
-FIG_SIZE_IN = (7.0, 4.2)           # width, height of every plot
+
 MAX_LABELLED_BARS = 24             # above this many bars, the compute-ratio plot drops the value labels
 MAX_ANNOTATED_HITS = 4             # above this many entries reaching the target, the stars lose their times
 MAX_MARKED_POINTS = 40             # a curve with more evaluations is drawn without point markers
 MAX_LEGEND_CLIENTS = 24            # above this many clients, the compute-ratio plot has a colour scale, no legend
-MAX_AVAILABILITY_CLIENTS = 50      # the availability plot draws the first this many clients (by rank)
-MAX_AVAILABILITY_PANELS = 4        # … for this many distinct schedules (entries with other seeds)
-MAX_TRACE_LINES = 8                # distinct traces drawn per panel of the traces plot
 MAX_HISTOGRAM_BINS = 40
-PLOT_STYLE = {
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.labelsize": 10,
-    "legend.fontsize": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.axisbelow": True,
-    "grid.alpha": 0.35,
-    "grid.linestyle": ":",
-}
 
 
 def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
     """Test accuracy (%) against `x_key` ("time_s" or "updates"): one line per entry, the target dashed,
     a star where each entry first reaches it."""
     by_time = x_key == "time_s"
-    fig, ax = _new_plot(
+    fig, ax = new_plot(
         "Test accuracy vs time" if by_time else "Test accuracy vs global model updates",
-        _time_label(run) if by_time else "Global model updates", "Test accuracy (%)")
+        time_label(run) if by_time else "Global model updates", "Test accuracy (%)")
     acc = lambda r: num(r.get("test_acc"))
     bands = {label: _seed_band(run, label, x_key, acc) for label in run.aggregates}  # seeds: mean and band
     series = ({label: list(zip(b[0], b[1])) for label, b in bands.items()} if bands
@@ -67,7 +49,7 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
     annotate = by_time and sum(hit is not None for hit in hits.values()) <= MAX_ANNOTATED_HITS
     any_data = False
     for i, (label, points) in enumerate(series.items()):
-        style = _line_style(i)
+        style = line_style(i)
         if not points:
             ax.plot([], [], **style, label=f"{label} (no evaluations)")
             continue
@@ -99,12 +81,12 @@ def plot_accuracy(run: RunData, x_key: str, path: Path) -> Path:
                                   markeredgewidth=0.6, linestyle="none"))
             labels.append("first reaches target")
     if not any_data:
-        _no_data(ax, "no evaluations recorded")
+        no_data(ax, "no evaluations recorded")
         ax.set_ylim(0, 100)
     ax.set_xlim(left=0)
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
-    _legend(ax, handles, labels, loc="lower right")
-    return _save(fig, path)
+    legend(ax, handles, labels, loc="lower right")
+    return save_figure(fig, path)
 
 
 def plot_bytes(run: RunData, path: Path) -> Path:
@@ -115,21 +97,21 @@ def plot_bytes(run: RunData, path: Path) -> Path:
         series = {label: _series(run.metrics, label, "time_s", _total_bytes) for label in run.labels}
     peak = max((b for pts in series.values() for _, b in pts), default=0)
     scale, unit = _byte_unit(peak)
-    fig, ax = _new_plot("Cumulative traffic on the wire (up + down)", _time_label(run), f"Traffic ({unit})")
+    fig, ax = new_plot("Cumulative traffic on the wire (up + down)", time_label(run), f"Traffic ({unit})")
     for i, (label, points) in enumerate(series.items()):
-        style = _line_style(i)
+        style = line_style(i)
         if not points:
             ax.plot([], [], **style, label=f"{label} (no evaluations)")
             continue
         xs, ys = zip(*points)
         ax.plot(xs, [y / scale for y in ys], **style, **_point_markers(points), label=label)
     if not any(series.values()):
-        _no_data(ax, "no traffic recorded")
+        no_data(ax, "no traffic recorded")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
-    _legend(ax, handles, labels, loc="upper left")
-    return _save(fig, path)
+    legend(ax, handles, labels, loc="upper left")
+    return save_figure(fig, path)
 
 
 def plot_staleness(run: RunData, path: Path, bins: int = 40) -> Path:
@@ -148,24 +130,24 @@ def plot_staleness(run: RunData, path: Path, bins: int = 40) -> Path:
                 acc[1] += r["gap"]
                 acc[2] += 1
         xs = [(b + 0.5) * width for b in sorted(sums)]
-        style = _line_style(i)
+        style = line_style(i)
         top.plot(xs, [sums[b][0] / sums[b][2] for b in sorted(sums)], **style, label=label)
         bottom.plot(xs, [sums[b][1] / sums[b][2] for b in sorted(sums)], **style, label=label)
     top.set_title("Staleness of applied updates")
     top.set_ylabel("mean lag τ (updates)")
     bottom.set_ylabel("mean gap G = ‖Δθ‖₂/√k")
-    bottom.set_xlabel(_time_label(run))
+    bottom.set_xlabel(time_label(run))
     for ax in (top, bottom):
         ax.grid(True, alpha=0.3)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
     top.legend(loc="upper right", fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_compute_ratio(run: RunData, path: Path) -> Path:
     """Grouped bars: for each entry (group) one bar per client, its compute time / wall time."""
-    fig, ax = _new_plot("Compute-time ratio per client", "Entry", "Compute time / wall time")
+    fig, ax = new_plot("Compute-time ratio per client", "Entry", "Compute time / wall time")
     labels = [label for label in run.labels if any(str(r.get("algorithm")) == label for r in run.clients)]
     labels += sorted({str(r.get("algorithm")) for r in run.clients} - set(labels))
     ranks = sorted({r.get("client") for r in run.clients}, key=sort_key)
@@ -173,9 +155,9 @@ def plot_compute_ratio(run: RunData, path: Path) -> Path:
     for r in run.clients:
         profile.setdefault(r.get("client"), r.get("profile"))
     if not labels or not ranks:
-        _no_data(ax, "no client records")
+        no_data(ax, "no client records")
         ax.set_xticks([])
-        return _save(fig, path)
+        return save_figure(fig, path)
 
     width = 0.8 / len(ranks)
     colors = _client_colors(len(ranks))
@@ -202,187 +184,11 @@ def plot_compute_ratio(run: RunData, path: Path) -> Path:
     if len(ranks) > MAX_LEGEND_CLIENTS:  # a legend this long would squeeze the axes to nothing: a colour scale
         scale = matplotlib.cm.ScalarMappable(matplotlib.colors.Normalize(0, len(ranks) - 1), "viridis")
         fig.colorbar(scale, ax=ax, label=f"Client (by rank: {ranks[0]} … {ranks[-1]})", ticks=[])
-        return _save(fig, path)
+        return save_figure(fig, path)
     handles, names = ax.get_legend_handles_labels()
     ax.legend(handles, names, title="Client (profile)", loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False, ncols=1 if len(ranks) <= 12 else 2)
-    return _save(fig, path)
-
-
-def plot_rounds_per_client(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
-    """Histogram of the rounds each client reported in, one bar colour per synchronous entry (`churn`: the
-    run's records, when the caller has them already)."""
-    parts = (churn or ChurnRecords(run)).participation
-    fig, ax = _new_plot("Rounds each client took part in", "Rounds reported in", "Clients")
-    counts = {label: list(p.per_client.values()) for label, p in parts.items() if p.per_client}
-    if not counts:
-        _no_data(ax, "no rounds recorded")
-        return _save(fig, path)
-    top = max(max(c) for c in counts.values())
-    width = max(1, -(-(top + 1) // MAX_HISTOGRAM_BINS))  # whole rounds per bin
-    bins = np.arange(-0.5, top + width + 0.5, width)
-    ax.hist(list(counts.values()), bins=bins, color=[_line_style(i)["color"] for i in range(len(counts))],
-            label=[f"{label} ({len(c)} clients)" for label, c in counts.items()], edgecolor="white", linewidth=0.6)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.grid(False, axis="x")
-    handles, labels = ax.get_legend_handles_labels()
-    _legend(ax, handles, labels, loc="upper right")
-    return _save(fig, path)
-
-
-def plot_availability(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
-    """Each client's online stretches (bars) over time, from the presence rows: one panel per distinct
-    schedule (every entry faces the same one unless seeds differ), the first MAX_AVAILABILITY_CLIENTS
-    clients by rank."""
-    schedules = (churn or ChurnRecords(run)).schedules[:MAX_AVAILABILITY_PANELS]
-    drawn = [sorted(s.intervals, key=sort_key)[:MAX_AVAILABILITY_CLIENTS] for s in schedules]
-    heights = [0.9 + 0.11 * max(1, len(d)) for d in drawn] or [2.0]
-    fig = Figure(figsize=(FIG_SIZE_IN[0], min(16.0, max(3.0, 0.7 + sum(heights)))), dpi=DPI,
-                 layout="constrained")
-    axes = fig.subplots(max(1, len(schedules)), 1, squeeze=False, height_ratios=heights)[:, 0]
-    fig.suptitle("Client availability: online stretches", fontsize=PLOT_STYLE["axes.titlesize"])
-    if not schedules:
-        _no_data(axes[0], "no presence rows recorded")
-    for ax, s, clients in zip(axes, schedules, drawn):
-        total = len(s.intervals)
-        for y, c in enumerate(clients):
-            ax.broken_barh([(a, b - a) for a, b in s.intervals[c]], (y - 0.38, 0.76),
-                           color=matplotlib.colormaps["tab10"](2), linewidth=0)
-        every = max(1, -(-len(clients) // 25))  # at most 25 tick labels
-        ax.set_yticks(range(0, len(clients), every), [str(c) for c in clients[::every]],
-                      fontsize=7 if len(clients) > 12 else None)
-        ax.set_ylim(len(clients) - 0.5, -0.5)  # rank 0 at the top
-        ax.set_xlim(0, s.end)
-        ax.set_ylabel("Client")
-        ax.grid(True, axis="x")
-        who = ("every entry (one schedule)" if len(schedules) == 1 and len(s.labels) > 1
-               else ", ".join(s.labels))
-        shown = f"; clients {ranks_text(clients)} of {total}" if len(clients) < total else ""
-        ax.set_title(f"{who}{shown}", fontsize=PLOT_STYLE["font.size"])
-    axes[-1].set_xlabel(_time_label(run))
-    return _save(fig, path)
-
-
-def plot_traces(run: RunData, path: Path, churn: ChurnRecords | None = None) -> Path:
-    """The scenario's traces over time, as step plots: each traced device's factor, each traced link's
-    rate and latency (up and down drawn apart where they differ). Clients with the same trace share a line."""
-    churn = churn or ChurnRecords(run)
-    device, links = device_traces(run.scenario), link_traces(run.scenario)
-    panels = (["factor"] if device else []) + (["rate", "latency"] if links else [])
-    fig = Figure(figsize=(FIG_SIZE_IN[0], 1.0 + 1.8 * max(1, len(panels))), dpi=DPI, layout="constrained")
-    axes = fig.subplots(max(1, len(panels)), 1, sharex=True, squeeze=False)[:, 0]
-    axes[0].set_title("Device and link traces (as the scenario sets them)")
-    rows = [r for t in device.values() for r in t] + [r for t in links.values() for d in t.values() for r in d]
-    horizon = churn.horizon or (max((r[0] for r in rows), default=0.0) + 1.0)
-    if not panels:
-        _no_data(axes[0], "no traces in the scenario")
-    by_panel = dict(zip(panels, axes))
-    if device:
-        ax = by_panel["factor"]
-        groups = _grouped({rank: tuple(t) for rank, t in device.items()})
-        achieved = churn.achieved_factors
-        for i, (trace, ranks) in enumerate(groups[:MAX_TRACE_LINES]):
-            color = _line_style(i)["color"]
-            _step(ax, trace, 1, horizon, color=color, label=_clients_label(ranks))
-            for rank in (r for r in ranks if r in achieved):  # what its steps took, over the base step
-                label, points = achieved[rank]
-                ax.plot(*zip(*points), linestyle="none", marker="o", markersize=2.5, alpha=0.7, zorder=3,
-                        markerfacecolor="0.15", markeredgecolor=color, markeredgewidth=0.5,
-                        label=f"client {rank}: step / base step ({label})")
-        ax.set_ylabel("Device factor (×)")
-        ax.set_ylim(bottom=0)
-        _trace_legend(ax, len(groups))
-    if links:
-        groups = _grouped({rank: (tuple(t.get("up", ())), tuple(t.get("down", ())))
-                           for rank, t in links.items()})
-        for col, name in ((1, "rate"), (2, "latency")):
-            ax = by_panel[name]
-            for i, ((up, down), ranks) in enumerate(groups[:MAX_TRACE_LINES]):
-                color = _line_style(i)["color"]
-                if up == down:
-                    _step(ax, up, col, horizon, color=color, label=_clients_label(ranks))
-                    continue
-                for rows_, which, dash in ((up, "up", "-"), (down, "down", "--")):
-                    if rows_:
-                        _step(ax, rows_, col, horizon, color=color, linestyle=dash,
-                              label=f"{_clients_label(ranks)} {which}")
-            ax.set_ylabel("Link rate (Mbit/s)" if name == "rate" else "Link latency (ms)")
-            values = [r[col] for (up, down), _ in groups for d in (up, down) if d for r in d]
-            if name == "rate" and values and max(values) > 50 * min(values):
-                ax.set_yscale("log")
-            else:
-                ax.set_ylim(bottom=0)
-            _trace_legend(ax, len(groups))
-    for ax in axes:
-        ax.grid(True)
-        ax.set_xlim(0, horizon)
-    axes[-1].set_xlabel(_time_label(run))
-    return _save(fig, path)
-
-
-def _grouped(traces: dict) -> list[tuple[object, list]]:
-    """(trace, ranks that have it) per distinct trace (a hashable value), in order of their lowest rank."""
-    groups: dict = {}
-    for rank in sorted(traces, key=sort_key):
-        groups.setdefault(traces[rank], []).append(rank)
-    return list(groups.items())
-
-
-def _step(ax: Axes, rows: list[tuple], col: int, horizon: float, **style) -> None:
-    """A piecewise-constant trace: each row's value from its time to the next row's, the last to `horizon`."""
-    xs = [r[0] for r in rows] + [max(horizon, rows[-1][0])]
-    ys = [r[col] for r in rows] + [rows[-1][col]]
-    ax.step(xs, ys, where="post", linewidth=1.8, **style)
-
-
-def _clients_label(ranks: list) -> str:
-    return f"client{'s' if len(ranks) > 1 else ''} {ranks_text(ranks)}"
-
-
-def _trace_legend(ax: Axes, groups: int) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    if groups > MAX_TRACE_LINES:
-        handles.append(Line2D([], [], linestyle="none"))
-        labels.append(f"{groups - MAX_TRACE_LINES} more traces not drawn")
-    if handles:
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  fontsize="small")
-
-
-def _new_plot(title: str, xlabel: str | None, ylabel: str) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=FIG_SIZE_IN, dpi=DPI, layout="constrained")
-    ax = fig.add_subplot()
-    ax.set_title(title)
-    if xlabel:
-        ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(True)
-    return fig, ax
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, format="png", metadata={"Software": None})
-    return path
-
-
-def _legend(ax: Axes, handles: list, labels: list[str], loc: str) -> None:
-    if not handles:
-        return
-    if len(handles) > 7:  # many entries: outside, to the right, so no curve is hidden
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    else:
-        ax.legend(handles, labels, loc=loc, framealpha=0.9)
-
-
-def _no_data(ax: Axes, message: str) -> None:
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", color="0.45", fontsize=11)
-
-
-def _line_style(i: int) -> dict:
-    """Colour by entry; past ten entries the colours repeat with another dash pattern."""
-    return {"color": matplotlib.colormaps["tab10"](i % 10), "linewidth": 1.8,
-            "linestyle": ["-", "--", "-.", ":"][(i // 10) % 4]}
+    return save_figure(fig, path)
 
 
 def _point_markers(points: list) -> dict:
@@ -395,10 +201,6 @@ def _client_colors(n: int) -> list:
     if n <= 8:
         return [matplotlib.colormaps["Set2"](i) for i in range(n)]
     return [matplotlib.colormaps["viridis"](i / (n - 1)) for i in range(n)]
-
-
-def _time_label(run: RunData) -> str:
-    return "Virtual time (s)" if run.virtual_time else "Wall-clock time (s)"
 
 
 def _series(metrics: list[dict], label: str, x_key: str, y_of) -> list[tuple[float, float]]:
