@@ -27,13 +27,14 @@ def channel_worker(address: str) -> None:
     import torch
 
     from edgesync.runtime.sim.channel import WorkerChannel
-    from edgesync.transport.protocol import Message, MessageType
+    from edgesync.transport.contracts.ray_worker import RayKind
+    from edgesync.transport.protocol import Message
 
     torch.set_num_threads(1)  # as a simulator worker (sim/worker.py)
     channel = WorkerChannel(0, address, None)
-    channel.send(Message(MessageType.READY))
-    while (message := channel.receive()).type != MessageType.END:
-        channel.send(Message(MessageType.UPDATE, {}, {"grad": message.tensors["params"].clone()}))
+    channel.ready()
+    while (message := channel.receive()).type != RayKind.SERVE_END:
+        channel.send(Message(RayKind.UPDATE, {}, {"grad": message.tensors["params"].clone()}))
     channel.close()
 
 
@@ -41,7 +42,8 @@ def channel_round_trip(n: int) -> float:
     import torch
 
     from edgesync.runtime.sim.channel import SIM, DriverChannel, owned
-    from edgesync.transport.protocol import Message, MessageType
+    from edgesync.transport.contracts.ray_worker import RayKind
+    from edgesync.transport.protocol import Message
 
     driver = DriverChannel(1, local=True, host="127.0.0.1")
     proc = mp.get_context("spawn").Process(target=channel_worker, args=(driver.address,))
@@ -52,10 +54,10 @@ def channel_round_trip(n: int) -> float:
         if i == 10:
             t0 = time.perf_counter()
         theta.add_(1.0)  # a new version each time: sent whole, as ASGD's θ
-        driver.send(0, Message(MessageType.TRAIN, {SIM: {}}, {"params": theta}))
+        driver.send(0, Message(RayKind.TRAIN, {SIM: {}}, {"params": theta}))
         owned(driver.receive(lambda: None)[1].tensors)
     mean = (time.perf_counter() - t0) / n
-    driver.send(0, Message(MessageType.END))
+    driver.send(0, Message(RayKind.SERVE_END))
     proc.join()
     driver.close()
     return mean

@@ -1,4 +1,8 @@
-"""The EdgeSync wire protocol, version 1: every message, its frames, and how they are checked.
+"""The EdgeSync frame and its codec, shared by every wire contract (transport/contracts/), and the message
+types of the client ↔ coordinator and lead ↔ shard contracts: every message, its frames, how they are checked.
+
+`proto`/`v` below name the frame format, on every message. A contract's own id and version (e.g.
+edgesync.coordinator/1) travel only at connect time, in HELLO and WELCOME here (contracts/version.py).
 
 Frame layout (a client's DEALER sends these; the coordinator's ROUTER sees its identity frame first):
 
@@ -27,9 +31,9 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
     lead coordinator → follower shard    follower shard → lead (a sharded coordinator: runtime/sharding/server.py)
-    SHARD   meta `op`: setup (an algorithm  SHARD_STATE  op's answer: ready, or the shard's slice of the
-            on a slice), start, lost,                    model and its byte counters (snapshot, end)
-            joined, snapshot, end, shutdown
+    SHARD   meta `op`, a ShardOp            SHARD_STATE  op's answer: ready, or the shard's slice of the
+            (contracts/shard.py): hello,                 model and its byte counters (snapshot, end)
+            setup, start, apply, lost, …
 
 A client of a sharded coordinator also sends HELLO (its rank), UPDATE parts and HEARTBEAT to each
 follower shard, which sends it TRAIN parts: the same messages on a slice of the model.
@@ -49,13 +53,14 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Type
 
 import numpy as np
 import orjson
 import torch
 
 from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
+from edgesync.transport.contracts.coordinator import COORDINATOR
 
 
 
@@ -112,7 +117,7 @@ class ProtocolError(ValueError):
 
 @dataclass
 class Message:
-    type: MessageType
+    type: MessageType  # or another contract's kind (a StrEnum: the header's "type")
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     clock: float | None = None  # the algorithm's clock on arrival (while one runs; a client's: its estimate)
@@ -145,8 +150,10 @@ class Message:
         return frames
 
     @classmethod
-    def from_frames(cls, frames: list, allowed: frozenset[str] | None = None) -> "Message":
-        """Parse and check frames (bytes, memoryviews or zmq.Frame); tensors are zero-copy views."""
+    def from_frames(cls, frames: list, allowed: frozenset[str] | None = None,
+                    kinds: Type[StrEnum] = MessageType) -> "Message":
+        """Parse and check frames (bytes, memoryviews or zmq.Frame); tensors are zero-copy views. `kinds`: the
+        contract's message kinds (the Ray channel has its own, contracts/ray_worker.py)."""
         if not frames:
             raise ProtocolError("empty message")
         raw = _buffer(frames[0])
@@ -164,7 +171,8 @@ class Message:
         if type(version) is not int or version != PROTOCOL_VERSION:  # not 1.0 or true, which equal 1 in Python
             raise ProtocolError(f"protocol version {header.get('v')!r} is not supported; "
                                 f"this side speaks version {PROTOCOL_VERSION}")
-        kind = _TYPES.get(header.get("type")) if isinstance(header.get("type"), str) else None
+        names = _TYPES if kinds is MessageType else kinds._value2member_map_
+        kind = names.get(header.get("type")) if isinstance(header.get("type"), str) else None
         if kind is None or (allowed is not None and kind not in allowed):
             raise ProtocolError(f"unexpected message type {header.get('type')!r}")
         meta = header.get("meta", {})
@@ -240,7 +248,7 @@ def hello(rank: int | None = None, profile: str | None = None, info: dict | None
           instance: str | None = None, offline: bool = False) -> Message:
     """A client asks to join (`rank`: the one it wants back; `instance`: this process's token; `offline`:
     a device offline by its availability asking whether it may return, refused quietly while it may not)."""
-    meta: dict[str, Any] = {"rank": rank, "profile": profile, "info": info or {}}
+    meta: dict[str, Any] = {"rank": rank, "profile": profile, "info": info or {}, **COORDINATOR.offer()}
     if instance is not None:
         meta["instance"] = instance
     if offline:
@@ -249,9 +257,10 @@ def hello(rank: int | None = None, profile: str | None = None, info: dict | None
 
 
 def welcome(rank: int, clients: int, run: str, uplink: dict, link_seed: int, timeout_s: float) -> Message:
-    """The coordinator's answer to HELLO: the client's rank, the uplink it must emulate, the liveness timeout."""
+    """The coordinator's answer to HELLO: the client's rank, the uplink it must emulate, the liveness timeout
+    (and, as HELLO, the contract it speaks: checked by the other side)."""
     return Message(T.WELCOME, {"rank": rank, "clients": clients, "run": run, "uplink": uplink,
-                               "link_seed": link_seed, "timeout_s": timeout_s})
+                               "link_seed": link_seed, "timeout_s": timeout_s, **COORDINATOR.offer()})
 
 
 def setup(meta: dict, indices: torch.Tensor) -> Message:

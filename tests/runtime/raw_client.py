@@ -8,6 +8,7 @@ import time
 import zmq
 
 from edgesync.runtime.live.client import EdgeClient
+from edgesync.transport.contracts.coordinator import COORDINATOR
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
 
@@ -42,7 +43,7 @@ class RawClient:
 
     def join(self, rank: int) -> Message:
         """HELLO → WELCOME → SETUP → READY; returns the first TRAIN (the algorithm's start)."""
-        self.send(Message("HELLO", {"rank": rank, "info": {"host": "raw"}}))
+        self.send(Message("HELLO", {"rank": rank, "info": {"host": "raw"}, **COORDINATOR.offer()}))
         self.expect("WELCOME")
         return self.ready(self.expect("SETUP"))
 

@@ -20,6 +20,7 @@ from raw_client import RawClient
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.bookkeeping import checkpoint
+from edgesync.transport import protocol
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
 pytestmark = pytest.mark.slow
@@ -265,7 +266,7 @@ def test_a_client_lost_while_the_resumed_coordinator_sets_up_is_not_waited_for(l
     lab.start_coordinator("--resume", str(lab.run_dir))
     mute = RawClient(lab.address)
     try:
-        mute.send(Message("HELLO", {"rank": 1, "info": {"host": "mute"}}))
+        mute.send(protocol.hello(1, info={"host": "mute"}))
         mute.expect("WELCOME")
         lab.wait_for(lambda: "client 1 lost" in lab.log(), 60, "the mute rank 1 to be lost")
         lab.finish()
@@ -303,13 +304,13 @@ def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     refused as taken — which would end the client."""
     lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=30, budget_s=60))
     lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
-    hello = Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "same-process"})
+    hello = protocol.hello(1, info={"host": "raw"}, instance="same-process")
     first, second, rival = RawClient(lab.address), RawClient(lab.address), RawClient(lab.address)
     try:
         first.send(hello)
         assert first.expect("WELCOME").meta["rank"] == 1
         first.close()  # gone, as the client closes a socket it stopped waiting on
-        rival.send(Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "another-process"}))
+        rival.send(protocol.hello(1, info={"host": "raw"}, instance="another-process"))
         refused = rival.expect("ERROR")
         assert refused.meta["fatal"] and "rank 1 is taken" in refused.meta["reason"]
         second.send(hello)
@@ -330,7 +331,7 @@ def test_a_client_on_a_third_socket_is_set_up_though_its_second_socket_was_sent_
     way: the newest socket is sent a SETUP of its own and joins when it answers it."""
     lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=300, budget_s=60))
     lab.start_coordinator("--scenario", str(lab.scenario), "--out", str(lab.run_dir))
-    hello = Message("HELLO", {"rank": 1, "info": {"host": "raw"}, "instance": "one-process"})
+    hello = protocol.hello(1, info={"host": "raw"}, instance="one-process")
     first, second, third = RawClient(lab.address), RawClient(lab.address), RawClient(lab.address)
     try:
         first.send(hello)

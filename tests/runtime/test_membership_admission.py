@@ -15,6 +15,7 @@ from conftest import small_scenario
 from edgesync.runtime.bookkeeping.membership import Membership
 from edgesync.config import load_scenario
 from edgesync.transport import protocol
+from edgesync.transport.contracts.coordinator import COORDINATOR
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message, MessageType as T
 from edgesync.transport.sockets import CoordinatorSocket
 
@@ -27,7 +28,7 @@ def _dealer(address: str) -> zmq.Socket:
 
 
 def _hello(sock: zmq.Socket, rank: int) -> None:
-    sock.send_multipart(Message(T.HELLO, {"rank": rank, "info": {"host": "test"}}).to_frames())
+    sock.send_multipart(Message(T.HELLO, {"rank": rank, "info": {"host": "test"}, **COORDINATOR.offer()}).to_frames())
 
 
 def _next(coordinator: CoordinatorSocket, members: Membership, timeout_s: float = 10.0):

@@ -7,7 +7,8 @@ import torch
 import zmq
 
 from edgesync.runtime.sim.channel import CACHED, SIM, DriverChannel, WorkerChannel
-from edgesync.transport.protocol import Message, MessageType
+from edgesync.transport.contracts.ray_worker import RayKind
+from edgesync.transport.protocol import Message
 
 
 def never_dies():
@@ -15,15 +16,15 @@ def never_dies():
 
 
 def train(rank: int, **tensors) -> Message:
-    return Message(MessageType.TRAIN, {"version": rank, SIM: {"rank": rank}}, tensors)
+    return Message(RayKind.TRAIN, {"version": rank, SIM: {"rank": rank}}, tensors)
 
 
 @pytest.fixture(params=["ipc", "curve"])
 def pair(request):
     driver = DriverChannel(1, local=request.param == "ipc", host="127.0.0.1")
     worker = WorkerChannel(0, driver.address, driver.server_key)
-    worker.send(Message(MessageType.READY))
-    assert driver.receive(never_dies)[1].type == MessageType.READY
+    worker.ready()
+    assert driver.receive(never_dies)[1].type == RayKind.READY
     yield driver, worker
     worker.close()
     driver.close()
@@ -67,7 +68,7 @@ def test_a_changed_tensor_is_sent_again(pair):
 
 def test_results_come_back_with_their_meta(pair):
     driver, worker = pair
-    worker.send(Message(MessageType.UPDATE, {"steps": 1, SIM: {"rank": 3, "elapsed": 0.1 + 0.2}},
+    worker.send(Message(RayKind.UPDATE, {"steps": 1, SIM: {"rank": 3, "elapsed": 0.1 + 0.2}},
                         {"grad": torch.linspace(0, 1, 7)}))
     index, message = driver.receive(never_dies)
     assert index == 0 and message.meta[SIM] == {"rank": 3, "elapsed": 0.30000000000000004}
@@ -77,7 +78,7 @@ def test_results_come_back_with_their_meta(pair):
 def test_a_worker_without_the_runs_key_is_not_heard():
     driver = DriverChannel(1, local=False, host="127.0.0.1")
     stranger = WorkerChannel(0, driver.address, zmq.curve_keypair()[0])  # another server's key
-    stranger.send(Message(MessageType.READY))
+    stranger.send(Message(RayKind.READY))
     assert not driver.sock.poll(500)
     stranger.close()
     driver.close()
@@ -92,3 +93,30 @@ def test_a_silent_channel_asks_whether_the_workers_live():
     with pytest.raises(RuntimeError, match="worker 0 died"):
         driver.receive(gone)
     driver.close()
+
+
+def test_a_worker_of_another_version_is_refused_with_one_line_and_its_serve_call_ends(monkeypatch):
+    """The channel's set-up checks the contract (contracts/ray_worker.py): the driver raises with one line naming
+    both versions, and the worker is sent REFUSED, so its serve call ends rather than waits for ever."""
+    from edgesync.runtime.sim import channel as channel_module
+    from edgesync.transport.contracts.version import Contract, ContractMismatch
+
+    driver = DriverChannel(1, local=True, host="127.0.0.1")
+    newer = Contract("ray_worker", 2, server="driver", client="Ray worker")
+    monkeypatch.setattr(channel_module, "RAY_WORKER", newer)  # the worker's side only: the driver checks below
+    worker = WorkerChannel(0, driver.address, None)
+    worker.ready()
+    monkeypatch.undo()
+    line = ("driver speaks edgesync.ray_worker/1, this Ray worker edgesync.ray_worker/2: "
+            "use the same EdgeSync version on both")
+    try:
+        with pytest.raises(ContractMismatch) as refused:
+            driver.receive(never_dies)
+        assert str(refused.value) == f"Ray worker 0: {line}"
+        assert worker.sock.poll(5000), "the worker was not told"
+        with pytest.raises(ContractMismatch) as told:
+            worker.receive()
+        assert str(told.value) == line and "\n" not in line
+    finally:
+        worker.close()
+        driver.close()

@@ -73,7 +73,8 @@ def test_an_address_this_machine_lacks():
 
 def test_a_client_waiting_knows_whether_anything_answers():
     """ConnectWait: with something that speaks ZeroMQ but never answers HELLO, the give-up line says so."""
-    from edgesync.transport.sockets import ClientSocket, ConnectWait
+    from edgesync.transport.connect_wait import ConnectWait
+    from edgesync.transport.sockets import ClientSocket
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
     port = router.bind_to_random_port("tcp://127.0.0.1")

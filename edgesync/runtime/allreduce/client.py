@@ -29,6 +29,7 @@ import torch.distributed as dist
 from edgesync import algorithms
 from edgesync.algorithms.machinery.base import ClientAlgorithm, Instruction, ModelState, Update
 from edgesync.runtime.allreduce.host import ring_bytes
+from edgesync.transport.contracts.ring import RING
 from edgesync.transport.protocol import MessageType as T
 
 log = logging.getLogger("edgesync.client")
@@ -43,7 +44,9 @@ class RingFailed(RuntimeError):
 class RingHalf(ClientAlgorithm):
     def __init__(self, inner: ClientAlgorithm, setup: dict, connect: str, rank: int):
         """`setup` is the SETUP's metadata (its `ring`: the store's port, backend, prefix, timeout);
-        `connect` the coordinator's address, whose host holds the store."""
+        `connect` the coordinator's address, whose host holds the store. A ring of another contract (another
+        EdgeSync's coordinator): ContractMismatch, before anything is set up."""
+        RING.check(setup["ring"], here="client")
         self.inner, self.rank = inner, rank  # before the base class sets ctx, which goes to the inner half
         super().__init__(inner.config, inner.trainer)
         self.uses_queries = inner.uses_queries

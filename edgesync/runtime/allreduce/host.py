@@ -14,6 +14,7 @@ import uuid
 
 from edgesync.algorithms.machinery.base import AlgorithmConfig, Instruction
 from edgesync.emulation.links import Link
+from edgesync.transport.contracts.ring import RING, RingKind, ring_kind
 
 RING_TIMEOUT_S = 24 * 3600.0  # a collective waits for the round's slowest participant, however slow
 
@@ -42,7 +43,7 @@ def ring_bytes(vector_bytes: int, members: int) -> int:
 def wire_tensors(instruction: Instruction) -> dict:
     """The tensors an instruction carries on the wire: none where the client's replica holds θ."""
     ring = instruction.meta.get("ring")
-    return {} if ring is not None and ring["current"] else instruction.tensors
+    return {} if ring_kind(ring) == RingKind.INSTRUCTION and ring["current"] else instruction.tensors
 
 
 def ring_backend(asked: str, devices: list[str]) -> str:
@@ -85,7 +86,7 @@ class RingHost:
             self.store = dist.TCPStore(self.host, 0, is_master=True, wait_for_workers=False,
                                        timeout=datetime.timedelta(seconds=RING_TIMEOUT_S))
         return {"port": self.store.port, "prefix": f"{self.run_id}/{config.key}", "timeout_s": RING_TIMEOUT_S,
-                "backend": ring_backend(config.allreduce_backend, self.devices)}
+                "backend": ring_backend(config.allreduce_backend, self.devices), **RING.offer()}
 
     def wire(self, instruction: Instruction) -> tuple[dict, dict]:
         """An instruction's (meta, tensors) as they travel: the round's ring time added, θ left out where
@@ -109,5 +110,5 @@ def count_ring_bytes(sock, identity: bytes, meta: dict) -> None:
     its row's bytes_up and the algorithm's; what it received from them, as much again, is not counted
     twice."""
     ring = meta.get("ring")
-    if isinstance(ring, dict) and isinstance(ring.get("bytes"), int) and ring["bytes"] > 0:
+    if ring_kind(ring) == RingKind.REPORT and isinstance(ring.get("bytes"), int) and ring["bytes"] > 0:
         sock.bytes_in[identity] = sock.bytes_in.get(identity, 0) + ring["bytes"]

@@ -21,6 +21,7 @@ from edgesync.runtime.bookkeeping.log_limit import RateLimitedLog
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.config import Scenario
 from edgesync.transport import protocol
+from edgesync.transport.contracts.coordinator import COORDINATOR
 from edgesync.transport.fields import check_client_fields
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 
@@ -84,7 +85,8 @@ class Membership:
         self.sock.send(self.peers[rank].identity, message)
 
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
-        """The socket's next message, its metadata fields checked: a bad one comes as a ProtocolError."""
+        """The socket's next message, its metadata fields checked: a bad one comes as a ProtocolError. A HELLO
+        of another contract or version (contracts/coordinator.py) is refused here, fatally, and not returned."""
         item = self.sock.recv(timeout_s)
         if item is not None and item[0] in self.ranks:
             self.liveness.seen(self.ranks[item[0]])
@@ -94,6 +96,9 @@ class Membership:
             check_client_fields(item[1])
         except ProtocolError as exc:
             return item[0], exc
+        if item[1].type == T.HELLO and (refused := COORDINATOR.refusal(item[1].meta, here="server")) is not None:
+            self.reject(item[0], refused, fatal=True)  # another EdgeSync: the client stops, saying this line
+            return None
         return item
 
     # -- joining -----------------------------------------------------------------------------------

@@ -47,11 +47,14 @@ from edgesync.runtime.live.run_clock import RunClock
 from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
 from edgesync.runtime.bookkeeping.workload import make_trainer, resolve_device
 from edgesync.trainer import DeviceOffline, NoHook
+from edgesync.transport.contracts.coordinator import COORDINATOR
+from edgesync.transport.contracts.version import ContractMismatch
 from edgesync.transport.handshake import HandshakeFailed
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError, gpu_name, host_info
 from edgesync.transport.security import ClientKeys
-from edgesync.transport.sockets import ClientSocket, ConnectWait
+from edgesync.transport.connect_wait import ConnectWait
+from edgesync.transport.sockets import ClientSocket
 
 __all__ = ["Beating", "ClientFailed", "EdgeClient", "Session", "build_session"]
 
@@ -74,13 +77,9 @@ class EdgeClient:
                 resolve_device(device)  # a malformed name is a ValueError
             except RuntimeError as exc:
                 self.device_problem = f"client cannot use device {device}: {exc}"
-        self.connect = connect
-        self.connect_timeout_s = connect_timeout_s
-        self.wish_rank = rank
-        self.wish_profile = profile
-        self.device_override = device
-        self.data_root = data_root
-        self.keys = keys
+        self.connect, self.connect_timeout_s = connect, connect_timeout_s
+        self.wish_rank, self.wish_profile = rank, profile
+        self.device_override, self.data_root, self.keys = device, data_root, keys
         self.rank: int | None = None
         self.run_clock = RunClock()  # the algorithm's clock, heard from the coordinator (traces, availability)
         self.device_schedule: DeviceSchedule | None = None  # this client's availability, once set up
@@ -101,7 +100,7 @@ class EdgeClient:
         torch.set_num_threads(1)
         try:
             self._serve()
-        except HandshakeFailed as exc:
+        except (HandshakeFailed, ContractMismatch) as exc:  # refused, or another EdgeSync: one line says which
             raise ClientFailed(str(exc)) from None
         finally:
             if self._isolation is not None:
@@ -232,6 +231,7 @@ class EdgeClient:
         if msg.type == T.HEARTBEAT:
             return True
         if msg.type == T.WELCOME:
+            COORDINATOR.check(msg.meta, here="client")  # a coordinator of another EdgeSync: ContractMismatch
             self.rank = msg.meta["rank"]
             self._hello_delay = RECONNECT_FIRST_S
             self.timeout_s = float(msg.meta.get("timeout_s", CLIENT_IDLE_TIMEOUT_S))

@@ -24,6 +24,7 @@ from edgesync.constants import READY_TIMEOUT_S
 from edgesync.models.shard_plan import ShardPlan, plan_for
 from edgesync.runtime.sharding.slices import sliced_state
 from edgesync.config import Scenario
+from edgesync.transport.contracts.shard import SHARD, ShardOp
 from edgesync.transport.protocol import LEAD_TYPES, Message, MessageType as T
 from edgesync.transport.security import ClientKeys
 from edgesync.transport.sockets import ClientSocket
@@ -67,9 +68,16 @@ class ShardLead:
         self._ids = itertools.count()
         inbound, outbound = scenario.coordinator_links()
         link = None if scenario.coordinator_link is None else {"in": asdict(inbound), "out": asdict(outbound)}
-        for j, sock in enumerate(self.socks, start=1):
-            sock.send(Message(T.SHARD, {"op": "hello", "index": j, "link": link, "seed": scenario.seed}))
-        self._answers("hello")
+        try:  # first contact: each follower checks the lead's contract, the lead each follower's answer
+            for j, sock in enumerate(self.socks, start=1):
+                sock.send(Message(T.SHARD, {"op": ShardOp.HELLO, "index": j, "link": link, "seed": scenario.seed,
+                                            **SHARD.offer()}))
+            for address, answer in zip(addresses, self._answers(ShardOp.HELLO)):
+                if (refused := SHARD.refusal(answer.meta, here="client")) is not None:
+                    raise ShardFailed(f"shard at {address}: {refused}")
+        except BaseException:
+            self.close(shutdown=False)  # nothing left connected
+            raise
         log.info("%d shards (sharding %s: %s of the parameters); followers at %s", plan.shards,
                  scenario.sharding, plan.describe(), ", ".join(addresses))
 
@@ -87,19 +95,19 @@ class ShardLead:
         then speaks for all of them."""
         for j, sock in enumerate(self.socks, start=1):
             state = sliced_state(initial, self.plan.bounds, j)
-            sock.send(Message(T.SHARD, {"op": "setup", "algorithm": config.model_dump(mode="json"),
+            sock.send(Message(T.SHARD, {"op": ShardOp.SETUP, "algorithm": config.model_dump(mode="json"),
                                         "sizes": list(state.sizes), "clients": clients,
                                         "seed": server.population.seed,
                                         "data_sizes": server.population.data_sizes}, {"params": state.params}))
-        self._answers("setup")
+        self._answers(ShardOp.SETUP)
         self.traffic, self.final, self.saved_tag = (0, 0), None, None
         return ShardedServer(server, self)
 
-    def command(self, op: str, **meta: Any) -> None:
+    def command(self, op: ShardOp, **meta: Any) -> None:
         for sock in self.socks:
             sock.send(Message(T.SHARD, {"op": op, **meta}))
 
-    def gather(self, lead_params: torch.Tensor, op: str = "snapshot") -> torch.Tensor:
+    def gather(self, lead_params: torch.Tensor, op: ShardOp = ShardOp.SNAPSHOT) -> torch.Tensor:
         """The whole global model: the lead's slice and every follower's. During the algorithm a follower
         answers at once, with the updates it has applied so far (a part may still be on its way: an
         evaluation's model is a few updates behind on that slice at most); after `end`, the final slices."""
@@ -110,15 +118,15 @@ class ShardLead:
         answers = self._answers(op, ident)
         self.traffic = (sum(a.meta["bytes_up"] for a in answers), sum(a.meta["bytes_down"] for a in answers))
         slices = [a.tensors["params"] for a in answers]
-        if op == "end":
+        if op == ShardOp.END:
             self.final = slices
         return torch.cat([lead_params, *slices])
 
     def save(self, tag: str) -> None:
         """Every follower saves its server half's state for the lead's checkpoint `tag`."""
         ident = next(self._ids)
-        self.command("save", id=ident, checkpoint=tag)
-        self._answers("save", ident)
+        self.command(ShardOp.SAVE, id=ident, checkpoint=tag)
+        self._answers(ShardOp.SAVE, ident)
         self.saved_tag = tag
 
     def load(self, tag: str | None, followers: int) -> None:
@@ -126,26 +134,26 @@ class ShardLead:
         if followers != len(self.socks):
             raise ValueError(f"the checkpoint was taken with {followers} follower shards, this run has "
                              f"{len(self.socks)}: resume it with the shards it had")
-        self.command("load", checkpoint=tag)
-        self._answers("load")
+        self.command(ShardOp.LOAD, checkpoint=tag)
+        self._answers(ShardOp.LOAD)
 
     def end(self) -> None:
         """The algorithm is over: each follower applies what the lead applied, answers its last slice and
         counters (kept for the final evaluation) and drops its server half."""
-        self.gather(torch.zeros(0), "end")
+        self.gather(torch.zeros(0), ShardOp.END)
 
     def close(self, shutdown: bool = True) -> None:
         """`shutdown`: the followers exit (False: they wait for the next variant's lead). Once: a second
         call (the coordinator's close after its run) does nothing."""
         try:
             if shutdown:
-                self.command("shutdown")
+                self.command(ShardOp.SHUTDOWN)
         finally:
             for sock in self.socks:
                 sock.close(linger_ms=1000)
             self.socks = []
 
-    def _answers(self, op: str, ident: int | None = None) -> list[Message]:
+    def _answers(self, op: ShardOp, ident: int | None = None) -> list[Message]:
         out = []
         for address, sock in zip(self.addresses, self.socks):
             while True:
@@ -177,20 +185,20 @@ class ShardedServer:
         setattr(self._inner, name, value)
 
     def start(self):
-        self._lead.command("start")
+        self._lead.command(ShardOp.START)
         return self._inner.start()
 
     def on_update(self, client: int, update):
         # the followers apply this update's parts (numbered by the client) in the lead's order
-        self._lead.command("apply", rank=client, part=update.meta.get("part", -1))
+        self._lead.command(ShardOp.APPLY, rank=client, part=update.meta.get("part", -1))
         return self._inner.on_update(client, update)
 
     def on_client_lost(self, client: int):
-        self._lead.command("lost", rank=client)
+        self._lead.command(ShardOp.LOST, rank=client)
         return self._inner.on_client_lost(client)
 
     def on_client_joined(self, client: int):
-        self._lead.command("joined", rank=client)
+        self._lead.command(ShardOp.JOINED, rank=client)
         return self._inner.on_client_joined(client)
 
     def global_params(self) -> torch.Tensor:

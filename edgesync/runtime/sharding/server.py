@@ -37,6 +37,8 @@ from edgesync.algorithms.machinery.base import ModelState, Population, Send, Ser
 from edgesync.emulation.links import Link
 from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from edgesync.transport import protocol
+from edgesync.transport.contracts.coordinator import COORDINATOR
+from edgesync.transport.contracts.shard import ORDERED, SHARD, ShardOp, shard_op
 from edgesync.transport.protocol import FOLLOWER_TYPES, Message, MessageType as T, ProtocolError
 from edgesync.transport.security import ServerKeys
 from edgesync.transport.sockets import CoordinatorSocket
@@ -50,11 +52,10 @@ POLL_S = 0.5
 PART_WAIT_S = 10.0
 KEEP_STATES = 3  # saved states a follower keeps (the lead's checkpoint may be one behind its newest)
 # A snapshot (an evaluation's slice) is answered at once, with the updates applied so far: the lead's
-# loop waits for it, and should not wait for parts still on their way; `end` waits for them.
-ORDERED = frozenset({"apply", "start", "lost", "joined", "end", "save", "load"})
+# loop waits for it, and should not wait for parts still on their way; `end` waits for them (ORDERED).
 
 
-def shard_state(op: str, **meta) -> Message:
+def shard_state(op: ShardOp, **meta) -> Message:
     return Message(T.SHARD_STATE, {"op": op, **meta})
 
 
@@ -71,7 +72,7 @@ class ShardServer:
         self.parts: dict[int, dict[int, Message]] = defaultdict(dict)  # rank → part number → an update part
         self.gone: set[int] = set()  # clients the lead said it lost (and not back since)
         self.blocked_since: float | None = None  # when the first of the lead's orders began to wait
-        self.orders: deque[tuple[str, dict]] = deque()  # the lead's commands on the server half, in its order
+        self.orders: deque[tuple[ShardOp, dict]] = deque()  # the lead's commands on the server half, in its order
         self.server: ServerAlgorithm | None = None
         self.check: UpdateCheck | None = None
         self.index = 0
@@ -101,30 +102,38 @@ class ShardServer:
 
     # -- the lead --------------------------------------------------------------------------------
     def _command(self, peer: bytes, msg: Message) -> bool:
-        op, meta = msg.meta.get("op"), msg.meta
-        if self.lead is None or op == "hello":
+        try:
+            op, meta = shard_op(msg.meta), msg.meta
+        except ValueError as exc:
+            self.sock.send(peer, protocol.error(str(exc)))
+            return True
+        if op == ShardOp.HELLO and (refused := SHARD.refusal(meta, here="server")) is not None:
+            log.error("refused a lead: %s", refused)  # it stops; this shard waits for one that speaks its contract
+            self.sock.send(peer, protocol.error(refused, fatal=True))
+            return True
+        if self.lead is None or op == ShardOp.HELLO:
             self.lead = peer
             self.sock.beside_own_link(peer)  # lead and followers: not over the emulated server link
         if peer != self.lead:
             self.sock.send(peer, protocol.error("only the lead coordinator commands a shard"))
             return True
-        if op == "snapshot":
+        if op == ShardOp.SNAPSHOT:
             self._carry_out(op, meta)
         elif op in ORDERED:  # after what the lead ordered before it, and once the update it names has come
-            if op in ("lost", "joined"):
-                (self.gone.add if op == "lost" else self.gone.discard)(int(meta["rank"]))
+            if op in (ShardOp.LOST, ShardOp.JOINED):
+                (self.gone.add if op == ShardOp.LOST else self.gone.discard)(int(meta["rank"]))
             self.orders.append((op, meta))
             self._follow()
-        elif op == "hello":
+        elif op == ShardOp.HELLO:
             self.index = int(meta["index"])
             link = meta.get("link")
             if link is not None:
                 self.sock.set_own_link(Link(**link["in"]), Link(**link["out"]), int(meta.get("seed", 0)) + self.index)
-            self.sock.send(peer, shard_state("hello", index=self.index))
-        elif op == "setup":
+            self.sock.send(peer, shard_state(ShardOp.HELLO, index=self.index, **SHARD.offer()))
+        elif op == ShardOp.SETUP:
             self._setup(meta, msg.tensors)
-            self.sock.send(peer, shard_state("setup"))
-        elif op == "shutdown":
+            self.sock.send(peer, shard_state(ShardOp.SETUP))
+        elif op == ShardOp.SHUTDOWN:
             log.info("the lead says the run is over")
             return False
         return True
@@ -134,7 +143,7 @@ class ShardServer:
         from a client the lead has lost since, for PART_WAIT_S at most: its process may have died first)."""
         while self.orders:
             op, meta = self.orders[0]
-            if op == "apply" and int(meta["part"]) not in self.parts.get(int(meta["rank"]), {}):
+            if op == ShardOp.APPLY and int(meta["part"]) not in self.parts.get(int(meta["rank"]), {}):
                 now = time.monotonic()
                 self.blocked_since = self.blocked_since or now
                 if not (int(meta["rank"]) in self.gone and now - self.blocked_since > PART_WAIT_S):
@@ -148,9 +157,9 @@ class ShardServer:
             self.orders.popleft()
             self._carry_out(op, meta)
 
-    def _carry_out(self, op: str, meta: dict) -> None:
+    def _carry_out(self, op: ShardOp, meta: dict) -> None:
         server, lead = self.server, self.lead
-        if op == "apply":
+        if op == ShardOp.APPLY:
             rank, number = int(meta["rank"]), int(meta["part"])
             held = self.parts[rank]
             part = held.pop(number)
@@ -158,27 +167,27 @@ class ShardServer:
                 del held[stale]
             self._dispatch(server.on_update(rank, Update(tensors=part.tensors, meta=part.meta)))
             server.drain_update_log()  # the lead records the run's rows
-        elif op == "start":
+        elif op == ShardOp.START:
             self.started = time.perf_counter()
             self.sock.start_clock(self.started)  # its link's trace runs from here, as the lead's
             self._dispatch(server.start())
-        elif op in ("lost", "joined"):
+        elif op in (ShardOp.LOST, ShardOp.JOINED):
             rank = int(meta["rank"])
-            self._dispatch(server.on_client_lost(rank) if op == "lost" else server.on_client_joined(rank))
-        elif op in ("snapshot", "end"):
+            self._dispatch(server.on_client_lost(rank) if op == ShardOp.LOST else server.on_client_joined(rank))
+        elif op in (ShardOp.SNAPSHOT, ShardOp.END):
             params = server.global_params() if server is not None else None
             self.sock.send(lead, Message(T.SHARD_STATE, {"op": op, "id": meta.get("id"), **self._counters()},
                                          {} if params is None else {"params": params}))
-            if op == "end":
+            if op == ShardOp.END:
                 self.server = None
                 self.parts.clear()
                 self.sock.start_clock(None)
-        elif op == "save":  # the lead's checkpoint: this shard's part goes into a file of its own
+        elif op == ShardOp.SAVE:  # the lead's checkpoint: this shard's part goes into a file of its own
             self._save(str(meta["checkpoint"]))
-            self.sock.send(lead, shard_state("save", id=meta.get("id")))
-        elif op == "load":  # a resume: the part saved with the lead's checkpoint
+            self.sock.send(lead, shard_state(ShardOp.SAVE, id=meta.get("id")))
+        elif op == ShardOp.LOAD:  # a resume: the part saved with the lead's checkpoint
             problem = self._load(str(meta["checkpoint"]))
-            self.sock.send(lead, protocol.error(problem) if problem else shard_state("load"))
+            self.sock.send(lead, protocol.error(problem) if problem else shard_state(ShardOp.LOAD))
 
     def _setup(self, meta: dict, tensors: dict) -> None:
         spec = algorithms.get(meta["algorithm"]["name"])
@@ -236,6 +245,9 @@ class ShardServer:
     # -- the clients -----------------------------------------------------------------------------
     def _client(self, peer: bytes, msg: Message) -> None:
         if msg.type == T.HELLO:
+            if (refused := COORDINATOR.refusal(msg.meta, here="server")) is not None:
+                log.warning("refused a client: %s", refused)
+                return self.sock.send(peer, protocol.error(refused, fatal=True))
             rank = int(msg.meta["rank"])
             old = self.peers.get(rank)
             if old is not None and old != peer:

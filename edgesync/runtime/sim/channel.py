@@ -11,11 +11,13 @@ in a folder only this user can enter; across nodes it is TCP on the driver's nod
 with CURVE under a key pair made for the run, whose public half reaches the workers only through Ray
 (a process that has not been given it cannot complete the handshake).
 
-Messages: TRAIN (driver → worker: an instruction, with `SIM` = rank, virtual start, offline time; a
-tensor the worker already holds is named, not sent: a round's θ crosses once per worker), SETUP (the
-client's device came back: a fresh client half), UPDATE (worker → driver: the result, with its virtual
-duration and the next step's least factor), READY (a worker is listening), ERROR (a worker failed: its
-traceback), END (the algorithm is over: the worker's serve call returns).
+Its own contract (transport/contracts/ray_worker.py), with kinds of its own (`RayKind`): TRAIN (driver →
+worker: an instruction, with `SIM` = rank, virtual start, offline time; a tensor the worker already holds
+is named, not sent: a round's θ crosses once per worker), DEVICE_BACK (the client's device came back: a
+fresh client half), UPDATE (worker → driver: the result, with its virtual duration and the next step's
+least factor), READY (a worker is listening; it names the contract it speaks, which the driver checks:
+a worker of another version is sent REFUSED, and both sides raise `ContractMismatch` with one line),
+ERROR (a worker failed: its traceback), SERVE_END (the algorithm is over: the worker's serve call returns).
 """
 from __future__ import annotations
 
@@ -27,7 +29,9 @@ from pathlib import Path
 import torch
 import zmq
 
-from edgesync.transport.protocol import Message, MessageType
+from edgesync.transport.contracts.ray_worker import RAY_WORKER, RayKind
+from edgesync.transport.contracts.version import ContractMismatch
+from edgesync.transport.protocol import Message
 
 SIM = "_sim"        # the meta key of the simulator's own fields
 CACHED = 8          # tensors each worker keeps for instructions that send them again (a round's θ)
@@ -69,7 +73,7 @@ class DriverChannel:
     def send(self, worker: int, message: Message) -> None:
         """TRAIN's tensors that `worker` holds already go by name (SIM "order": [name, key, sent] in the
         order both ends update what they hold), the rest as frames."""
-        if message.type == MessageType.TRAIN:
+        if message.type == RayKind.TRAIN:
             held, order, fresh = self.sent[worker], [], {}
             for name, t in message.tensors.items():
                 key = f"{id(t)}:{t._version}"
@@ -80,16 +84,20 @@ class DriverChannel:
                     if len(held) > CACHED:
                         held.popitem(last=False)
                 order.append([name, key, name in fresh])
-            message = Message(MessageType.TRAIN, {**message.meta, SIM: {**message.meta[SIM], "order": order}}, fresh)
+            message = Message(RayKind.TRAIN, {**message.meta, SIM: {**message.meta[SIM], "order": order}}, fresh)
         self.sock.send_multipart([self.identities[worker], *message.to_frames()])  # copied: θ may be replaced
 
     def receive(self, alive) -> tuple[int, Message]:
         """The next message from any worker (worker index, message); `alive()` is asked while none comes
-        and raises if a worker is gone."""
+        and raises if a worker is gone. A READY of another contract is answered REFUSED: ContractMismatch."""
         while not self.sock.poll(POLL_MS):
             alive()
         identity, *frames = self.sock.recv_multipart(copy=False)
-        return self.identities.index(identity.bytes), Message.from_frames(frames)
+        worker, message = self.identities.index(identity.bytes), Message.from_frames(frames, kinds=RayKind)
+        if message.type == RayKind.READY and (refused := RAY_WORKER.refusal(message.meta, here="server")):
+            self.sock.send_multipart([identity.bytes, *Message(RayKind.REFUSED, {"reason": refused}).to_frames()])
+            raise ContractMismatch(f"Ray worker {worker}: {refused}")
+        return worker, message
 
     def close(self) -> None:
         self.sock.close(0)
@@ -113,11 +121,17 @@ class WorkerChannel:
         self.sock.connect(address)
         self.held: OrderedDict[str, torch.Tensor] = OrderedDict()  # mirrors the driver's `sent` for this worker
 
+    def ready(self) -> None:
+        """Say it listens, naming the contract it speaks (the driver checks it)."""
+        self.send(Message(RayKind.READY, RAY_WORKER.offer()))
+
     def receive(self) -> Message:
         """The next message; a TRAIN comes back whole (tensors it named taken from what this worker holds,
-        each a copy of its own: a client half may change what it is given)."""
-        message = Message.from_frames(self.sock.recv_multipart(copy=False))
-        if message.type != MessageType.TRAIN:
+        each a copy of its own: a client half may change what it is given). REFUSED: ContractMismatch."""
+        message = Message.from_frames(self.sock.recv_multipart(copy=False), kinds=RayKind)
+        if message.type == RayKind.REFUSED:
+            raise ContractMismatch(str(message.meta.get("reason")))
+        if message.type != RayKind.TRAIN:
             return message
         received, tensors = owned(message.tensors), {}
         for name, key, sent in message.meta[SIM]["order"]:  # as the driver updated its copy of `held`
@@ -128,7 +142,7 @@ class WorkerChannel:
             else:
                 self.held.move_to_end(key)
             tensors[name] = self.held[key].clone()  # what is held stays as it came
-        return Message(MessageType.TRAIN, message.meta, tensors)
+        return Message(RayKind.TRAIN, message.meta, tensors)
 
     def send(self, message: Message) -> None:
         """Copied into the message: a client half may reuse the memory of what it returned."""

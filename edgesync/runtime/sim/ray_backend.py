@@ -37,7 +37,8 @@ from edgesync.runtime.sim.channel import SIM, DriverChannel, owned
 from edgesync.runtime.sim.spill import Spill
 from edgesync.runtime.sim.worker import ClientSpec, ClientTotals, Finished, SimWorker, initial_floor
 from edgesync.config import Scenario
-from edgesync.transport.protocol import Message, MessageType
+from edgesync.transport.contracts.ray_worker import RayKind
+from edgesync.transport.protocol import Message
 
 log = logging.getLogger("edgesync.sim")
 
@@ -100,7 +101,7 @@ class RayClients:
         self.serving = [w.serve.remote(i, self.channel.address, self.channel.server_key)
                         for i, w in enumerate(self.workers)]
         for _ in self.workers:  # each says READY once it listens: messages to it can go
-            self._expect(MessageType.READY)
+            self._expect(RayKind.READY)
 
     def start(self, rank: int, instruction: Instruction, start: float, offline_at: float, seq: int) -> None:
         if rank in self.in_flight:
@@ -108,14 +109,14 @@ class RayClients:
         bound = round(min(start + self.floor[rank] * self.base_step_s, offline_at), TIME_GRID_DIGITS)
         online = None if math.isinf(offline_at) else offline_at  # JSON has no infinity: null, never offline
         meta = {**instruction.meta, SIM: {"rank": rank, "start": start, "offline_at": online}}
-        self._send(self._home(rank), Message(MessageType.TRAIN, meta, instruction.tensors))
+        self._send(self._home(rank), Message(RayKind.TRAIN, meta, instruction.tensors))
         self.in_flight[rank] = InFlight(rank, start, bound, seq)
         heapq.heappush(self.order, (bound, seq, rank))
 
     def _send(self, worker: int, message: Message) -> None:
         """Now, or once the worker has fewer than WINDOW instructions outstanding (in order either way)."""
         if self.outstanding[worker] < WINDOW and not self.waiting[worker]:
-            self.outstanding[worker] += message.type == MessageType.TRAIN
+            self.outstanding[worker] += message.type == RayKind.TRAIN
             self.channel.send(worker, message)
         else:
             self.waiting[worker].append((message, [t._version for t in message.tensors.values()]))
@@ -128,19 +129,19 @@ class RayClients:
             if versions != [t._version for t in message.tensors.values()]:
                 raise RuntimeError(f"{message.meta[SIM]}: a tensor of this instruction changed in place after it "
                                    f"was sent (the server half must send new tensors; run with sim.backend: serial)")
-            self.outstanding[worker] += message.type == MessageType.TRAIN
+            self.outstanding[worker] += message.type == RayKind.TRAIN
             self.channel.send(worker, message)
 
     def _receive(self) -> tuple[int, Message]:
         worker, message = self.channel.receive(self._alive)
-        if message.type == MessageType.ERROR:
+        if message.type == RayKind.ERROR:
             raise RuntimeError(f"Ray worker {worker} failed:\n{message.meta.get('reason')}")
-        if message.type == MessageType.UPDATE:
+        if message.type == RayKind.UPDATE:
             self.outstanding[worker] -= 1
             self._flush(worker)
         return worker, message
 
-    def _expect(self, kind: MessageType) -> None:
+    def _expect(self, kind: RayKind) -> None:
         worker, message = self._receive()
         if message.type != kind:
             raise RuntimeError(f"Ray worker {worker} sent {message.type} where {kind} was due")
@@ -180,7 +181,7 @@ class RayClients:
         for f in flights:
             while f.rank not in self.arrived:
                 _, message = self._receive()
-                if message.type != MessageType.UPDATE:
+                if message.type != RayKind.UPDATE:
                     raise RuntimeError(f"a Ray worker sent {message.type} where an UPDATE was due")
                 sim = message.meta.pop(SIM)
                 update = None if sim["offline"] else self.spill.keep(Update(owned(message.tensors), message.meta))
@@ -199,7 +200,7 @@ class RayClients:
 
     def rejoin(self, rank: int) -> None:
         """Its device came back: a fresh client half, before any later instruction (one channel, in order)."""
-        self._send(self._home(rank), Message(MessageType.SETUP, {SIM: {"rank": rank}}))
+        self._send(self._home(rank), Message(RayKind.DEVICE_BACK, {SIM: {"rank": rank}}))
 
     def totals(self) -> dict[int, ClientTotals]:
         """The algorithm is over: the workers stop serving, then report their clients' totals."""
@@ -213,8 +214,8 @@ class RayClients:
         if not self.serving:
             return
         for worker in range(len(self.workers)):
-            self._send(worker, Message(MessageType.END))
-        while any(self.waiting):  # what is still queued here goes (a device's SETUP, END)
+            self._send(worker, Message(RayKind.SERVE_END))
+        while any(self.waiting):  # what is still queued here goes (a device's DEVICE_BACK, SERVE_END)
             self._receive()
         self.ray.get(self.serving)
         self.serving = []

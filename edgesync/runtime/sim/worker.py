@@ -29,7 +29,9 @@ from edgesync.runtime.sim.channel import SIM, WorkerChannel
 from edgesync.runtime.sim.state import client_trainer, fresh_half, step_clock
 from edgesync.runtime.sim.virtual_step import VirtualStep
 from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, TrainerStats
-from edgesync.transport.protocol import Message, MessageType
+from edgesync.transport.contracts.ray_worker import RayKind
+from edgesync.transport.contracts.version import ContractMismatch
+from edgesync.transport.protocol import Message
 
 
 def factor_floor(sampler: FactorSampler) -> float:
@@ -101,14 +103,14 @@ class SimWorker:
         fresh_half(self.clients[rank], self.spec, self.config)
 
     def serve(self, index: int, address: str, server_key: bytes | None) -> None:
-        """Run the driver's instructions from its channel (channel.py) until END; a failure is sent
-        to the driver (its traceback) before it is raised here."""
+        """Run the driver's instructions from its channel (channel.py) until SERVE_END; a failure is sent
+        to the driver (its traceback) before it is raised here; a driver of another contract refuses it."""
         channel = WorkerChannel(index, address, server_key)
         try:
-            channel.send(Message(MessageType.READY))
-            while (message := channel.receive()).type != MessageType.END:
+            channel.ready()
+            while (message := channel.receive()).type != RayKind.SERVE_END:
                 sim = message.meta.pop(SIM)
-                if message.type == MessageType.SETUP:
+                if message.type == RayKind.DEVICE_BACK:
                     self.rejoin(sim["rank"])
                     continue
                 offline_at = math.inf if sim["offline_at"] is None else sim["offline_at"]
@@ -116,9 +118,11 @@ class SimWorker:
                 update = done.update or Update()
                 reply = {"rank": sim["rank"], "elapsed": done.elapsed, "next_factor": done.next_factor,
                          "offline": done.update is None}
-                channel.send(Message(MessageType.UPDATE, {**update.meta, SIM: reply}, update.tensors))
+                channel.send(Message(RayKind.UPDATE, {**update.meta, SIM: reply}, update.tensors))
+        except ContractMismatch:
+            raise  # the driver refused it and knows why
         except Exception:
-            channel.send(Message(MessageType.ERROR, {"reason": traceback.format_exc()}))
+            channel.send(Message(RayKind.ERROR, {"reason": traceback.format_exc()}))
             raise
         finally:
             channel.close()
