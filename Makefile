@@ -11,10 +11,10 @@ quickstart: setup
 	$(PY) -m edgesync.cli run scenarios/quickstart.yaml
 
 test: setup
-	$(PY) -m pytest -q
+	@bash scripts/test.sh
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	@bash scripts/test.sh -m "not slow"
 
 clean:
 	rm -rf runs .pytest_cache

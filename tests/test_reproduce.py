@@ -175,7 +175,6 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
             "sim.base_step_s=0.05")
     monkeypatch.setattr(rp.suite, "EXPERIMENTS",  # where run_suite reads them
                         (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
     # Execute
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1])
     # Assert
@@ -193,7 +192,6 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
 
 
 def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the workers inherit it
     tiny = ("dataset.train_size=600", "algorithms=[{name: asgd, lr: 0.1}, {name: esync, lr: 0.1}]",
             "stop={time_budget_s: 1, target_acc: 0.3}", "eval={every_s: 0.5, test_size: 100}")
     # run_suite reads the experiments where it lives, edgesync/reproduce/suite.py

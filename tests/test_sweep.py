@@ -134,7 +134,6 @@ def test_a_sweep_at_its_bounds_loads():
 
 
 def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
     data = scenario({"clients": [2, 3]}, runtime="sim", seed=1,
                     algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": None},

@@ -254,12 +254,7 @@ def test_rounds_without_round_rows_say_every_online_client_took_part(tmp_path):
 
 # ------------------------------------------------------------------------------------------- a real run
 
-@pytest.fixture
-def cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-
-
-def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path, cache_in_tmp):
+def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path):
     from edgesync.runtime.runs import run_scenario  # the simulator: only this test needs it
 
     # Prepare: 6 clients on and off, a throttling device and a link whose up and down differ

@@ -12,13 +12,6 @@ from edgesync.config import load_scenario
 BASE_STEP = 0.01
 
 
-@pytest.fixture(autouse=True, scope="module")
-def cache_in_tmp(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EDGESYNC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield
-
-
 @pytest.fixture(scope="module")
 def churn_run(tmp_path_factory):
     """One churn run shared by the checks that only read it."""

@@ -19,11 +19,6 @@ ROW_KEYS = {"algorithm", "clock", "from_s", "duration_s", "busy_s", "utilisation
             "saturated_share", "window_s", "saturated_busy", "bottleneck_share", "bottleneck", "shards"}
 
 
-@pytest.fixture(autouse=True)
-def cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-
-
 def costs(decode: float, apply: float, encode: float) -> dict:
     return {"decode_update": decode, "collect": 0.0, "apply": apply, "encode_send": encode, "query": 0.0}
 

@@ -9,7 +9,6 @@ from edgesync.config import load_scenario
 
 
 def test_divergence_ends_that_algorithm_only(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
     scenario = load_scenario({
         "name": "diverge", "runtime": "sim", "clients": ["x1", "x1"], "dataset": {"train_size": 1000},
         "sim": {"base_step_s": 0.01}, "eval": {"every_s": 0.5, "test_size": 200},

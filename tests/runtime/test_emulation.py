@@ -51,7 +51,6 @@ def test_the_fidelity_warning_names_the_straggler_of_an_overloaded_host(loopback
 
 
 def test_the_simulator_paces_at_the_fixed_base_step_exactly(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
     scenario = load_scenario(small_scenario(runtime="sim", clients=["x1", "x3"],
                                                  algorithms=[{"name": "asgd", "lr": 0.05}],
                                                  emulation={"base_step_ms": 20}, stop={"time_budget_s": 2}))

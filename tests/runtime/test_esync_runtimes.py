@@ -25,7 +25,6 @@ def mean(rows, key):
 
 @pytest.mark.parametrize("mode", ["blocking", "nonblocking"])
 def test_simulated_esync_keeps_fast_clients_busy(tmp_path, monkeypatch, mode):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
     scenario = load_scenario({
         "name": "esync-sim", "runtime": "sim", "clients": ["x1", "x1", "x10"],
         "dataset": {"train_size": 1200}, "eval": {"every_s": 1.0, "test_size": 200},

@@ -18,10 +18,9 @@ from edgesync.config import load_scenario
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    """One run for the module; the step-time cache goes to tmp, not ~/.cache."""
+    """One run for the module."""
     out = tmp_path_factory.mktemp("federated_async") / "run"
     mp = pytest.MonkeyPatch()
-    mp.setenv("EDGESYNC_CACHE", str(out.parent / "cache"))
     try:
         run_scenario(load_scenario({
             "name": "federated-async", "seed": 1, "runtime": "sim",

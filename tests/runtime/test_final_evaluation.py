@@ -35,7 +35,6 @@ def test_a_live_entry_ended_by_its_time_budget_writes_its_final_evaluation_once(
 @pytest.mark.parametrize("backend", ["serial", pytest.param("ray", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("budget_s", [3.0, 2.8])  # an evaluation due at the budget, and none
 def test_a_simulated_entry_writes_each_evaluation_once(tmp_path, monkeypatch, request, backend, budget_s):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
     if backend == "ray":
         request.getfixturevalue("local_ray")
     scenario = {"name": "final-sim", "seed": 1, "runtime": "sim",

@@ -27,7 +27,6 @@ def shapes(run_dir) -> dict[str, dict[str, set[tuple[str, ...]]]]:
 
 
 def test_live_and_simulated_runs_write_the_same_rows(loopback, tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # the coordinator's costs, calibrated here
     overrides = {"algorithms": ALGORITHMS, "stop": {"time_budget_s": 30, "max_updates": 6, "target_acc": 0.3}}
     live = loopback(**overrides).start()
     live.join(180)

@@ -15,13 +15,6 @@ from edgesync.transport import protocol
 RATE_MBPS = 40.0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def cache_in_tmp(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EDGESYNC_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield
-
-
 def scenario(**overrides) -> dict:
     data = {
         "name": "eq3", "seed": 1, "runtime": "sim", "dataset": {"name": "fashion_mnist", "train_size": 800},

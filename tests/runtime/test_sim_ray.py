@@ -20,11 +20,6 @@ pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
 
 
-@pytest.fixture(autouse=True)
-def cache_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-
-
 def scenario(backend: str, **overrides) -> dict:
     data = {
         "name": "ray-vs-serial", "seed": 5, "runtime": "sim",

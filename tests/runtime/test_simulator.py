@@ -41,9 +41,10 @@ from edgesync.transport.protocol import Message
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def cache_in_tmp(tmp_path, monkeypatch):
-    """No test writes the step-time cache to ~/.cache."""
+    """An empty step-time cache of the test's own, for the tests that read or remove it (the others share
+    the test run's, tests/conftest.py)."""
     monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 

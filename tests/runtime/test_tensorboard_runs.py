@@ -23,12 +23,6 @@ from edgesync.config import load_scenario
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def cache_in_tmp(tmp_path, monkeypatch):
-    """No test writes the step-time cache to ~/.cache."""
-    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))
-
-
 def scalars(folder: Path) -> dict[str, list[tuple[int, float, float]]]:
     """tag → [(step, wall_time, value)] of one TensorBoard run folder."""
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every point
@@ -104,7 +98,7 @@ def test_edgesync_run_tensorboard_on_a_live_run(tmp_path):
     """The CLI flag sets output.tensorboard, says how to view the files, and the live coordinator writes
     the same mirror of its rows as the simulator."""
     out = tmp_path / "run"
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "EDGESYNC_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     result = subprocess.run(
         [sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml", "--out", str(out), "-q",
          "--tensorboard", "--set", "clients=[x1, x2]", "--set", "dataset.train_size=1000",
@@ -130,7 +124,7 @@ def test_a_resumed_live_run_adds_to_the_event_files_of_the_killed_one(tmp_path):
         "algorithms": [{"name": "asgd", "lr": 0.05}, {"name": "ssgd", "lr": 0.1}],
         "stop": {"time_budget_s": 6, "target_acc": None},
         "eval": {"every_s": 2, "test_size": 200}, "output": {"tensorboard": True}}))
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "EDGESYNC_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     cli = [sys.executable, "-m", "edgesync.cli", "run"]
     proc = subprocess.Popen([*cli, str(scenario), "--out", str(out), "-q"], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)

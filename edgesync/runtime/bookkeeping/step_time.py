@@ -8,13 +8,15 @@ coordinator's costs (server_cost.py) are cached the same way (`cached`, `this_ma
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -73,23 +75,43 @@ def machine_key(model: str, batch_size: int, device: torch.device) -> str:
 
 def cached(name: str, key: str, measure: Callable[[], Any]) -> Any:
     """The value stored under `key` in the cache file `name`; else `measure()`'s, stored there for next time.
-    The file is one JSON object, replaced atomically; a cache that cannot be written only costs a new
-    measurement next time."""
+
+    The file is one JSON object, replaced atomically. Processes that share the cache (a sweep's variants run in
+    parallel, two runs on one lab machine) take turns under an exclusive lock on NAME.lock: the first
+    measurement of a key is the one every later run reads, never overwritten by a second measured meanwhile,
+    and no process drops another's key by writing back what it read before. A cache that cannot be written
+    only costs a new measurement next time."""
     path = cache_file(name)
-    try:
-        cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cache = {}
-    if key not in cache:
-        cache[key] = measure()
+    with _exclusive(path.with_suffix(".lock")):
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
-            tmp.replace(path)
-        except OSError:
-            pass  # a read-only home still runs; it just measures again next time
-    return cache[key]
+            cache = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cache = {}
+        if key not in cache:
+            cache[key] = measure()
+            try:
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+                tmp.replace(path)
+            except OSError:
+                pass  # a read-only home still runs; it just measures again next time
+        return cache[key]
+
+
+@contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock` (created if missing); nothing to hold where it cannot be created."""
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def cached_step_s(trainer: Trainer, model: str) -> float:

@@ -1,0 +1,31 @@
+"""The suite's two parts (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
+(pytest-xdist), then the `timing` ones run alone, one after another.
+
+In the parallel part the long tests start first, so that the last minutes are not one long test running
+while the other workers idle: `slow` tests go to the front of the collection, in the order written here,
+and xdist's work stealing hands out the rest.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Stable: within each group, the files' own order.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_calibration_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One `$EDGESYNC_CACHE` for the whole test run, shared by every xdist worker: the step times and the
+    coordinator's costs are measured once per test run (under the cache's lock, step_time.py), not once per
+    test, and never written to the user's ~/.cache. Tests about the cache itself, and the claims (which
+    calibrate on a quiet machine, as a user's first run does), set a fresh one of their own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # pytest-N/popen-gwK → pytest-N, the same folder for every worker
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGESYNC_CACHE", str(root / "edgesync-cache"))
+        yield
