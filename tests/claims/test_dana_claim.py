@@ -18,7 +18,7 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment, summary_by_seed
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: run alone
 
 HOMO = "clients=16×gamma-homo"
 SETTING = ["sweep={clients: [{count: 16, profile: gamma-homo}]}", entries("dana", "nag_asgd", "dana_dc")]

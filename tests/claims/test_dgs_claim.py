@@ -13,7 +13,7 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: run alone
 
 CLAIM = "DGS bytes per update ÷ ASGD's, up"
 ENTRIES = ["sweep={}", entries("dgs", "asgd", "dgs")]

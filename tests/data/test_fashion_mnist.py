@@ -322,6 +322,7 @@ real = pytest.mark.skipif(
 )
 
 
+@pytest.mark.timing
 @real
 def test_real_fashion_mnist() -> None:
     start = time.perf_counter()

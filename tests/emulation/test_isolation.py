@@ -74,6 +74,7 @@ def _real_v1_missing() -> str | None:
 REAL_V1_MISSING = _real_v1_missing()
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(REAL_V1_MISSING is not None, reason=str(REAL_V1_MISSING))
 def test_real_cgroup_v1_quota_caps_a_busy_child():
     _, v1 = isolation._cgroup_mounts("/sys/fs/cgroup", "/proc/self/mounts")

@@ -157,6 +157,7 @@ def test_tcp_connect_from_namespace_to_coordinator_only(lab):
     assert out.stdout.startswith("isolated")  # host 0 has no route to host 1's link
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("host", [0, 1])
 @pytest.mark.parametrize("direction, mbps, nbytes", [("down", DOWN_MBPS, 4_000_000), ("up", UP_MBPS, 2_000_000)])
 def test_achieved_rate_within_10_percent(lab, host, direction, mbps, nbytes):

@@ -120,6 +120,7 @@ def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
     assert 0.0 <= load["queue_delay_mean_s"] <= load["queue_delay_max_s"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("budget", ["steps", "time"])
 def test_esync_sends_each_node_a_budget_from_measured_capabilities(fake_grid, tmp_path, budget):
     # ×100, not ×10: c_i is one iteration's wall time (esync.txt), so a stall of the VM during the slow

@@ -48,6 +48,7 @@ def _train_metrics(grid) -> dict[int, list[dict]]:
     return out
 
 
+@pytest.mark.timing
 def test_stock_fedavg_drives_an_x1_and_an_x10_device(fake_grid):
     from flwr.serverapp.strategy import FedAvg
 
@@ -120,6 +121,7 @@ def test_fedprox_pulls_the_local_model_towards_the_global_one():
     assert drift[5.0] < 0.8 * drift[0.0], drift
 
 
+@pytest.mark.timing
 def test_a_link_is_waited_out_both_ways():
     """10 Mbit/s and 50 ms: the CNN's ~0.4 MB of weights take ≈ 0.33 s each way plus the latency."""
     model = build_model("cnn")

@@ -144,6 +144,7 @@ def test_windows_delays_and_the_reservoir():
     assert figures["updates"] == 0 and figures["utilisation"] == 0.0 and not figures["bottleneck"]
 
 
+@pytest.mark.timing
 def test_the_live_coordinator_measures_its_load_over_real_sockets(loopback):
     run = loopback(algorithms=[{"name": "asgd", "lr": 0.05}], clients=["x1", "x1"],
                    stop={"time_budget_s": 2.0, "target_acc": None}).start()

@@ -18,6 +18,7 @@ def rows(run_dir):
     return [json.loads(line) for line in (run_dir / "clients.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.timing
 def test_every_client_paces_at_one_shared_base_step_and_the_run_says_so(loopback, caplog):
     run = loopback(clients=["x1", "x1", "x4"], algorithms=[{"name": "asgd", "lr": 0.05}],
                    stop={"time_budget_s": 4})
@@ -35,6 +36,7 @@ def test_every_client_paces_at_one_shared_base_step_and_the_run_says_so(loopback
     assert "emulation: shared base step" in caplog.text
 
 
+@pytest.mark.timing
 def test_the_fidelity_warning_names_the_straggler_of_an_overloaded_host(loopback, caplog):
     """The old behaviour, deliberately: four clients, each paced against its own undisturbed step, ×1 clients
     running flat out in threads of one process on a 2-core machine. The ×10 client is far from ×10 relative

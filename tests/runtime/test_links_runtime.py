@@ -56,6 +56,7 @@ def test_one_slow_client_link_slows_only_that_client(tmp_path):
     assert rows[0]["steps"] > 20 * rows[1]["steps"]  # ~3 s per round trip at 2 Mbit/s vs 10 ms steps
 
 
+@pytest.mark.timing
 def test_live_transport_pacing_sets_the_pace_of_asgd(tmp_path):
     run_scenario(load_scenario(scenario("live", {"rate_mbps": 20, "latency_ms": 20}, budget=4.0)),
                  tmp_path / "r", progress=False)
@@ -79,6 +80,7 @@ def test_live_run_in_network_namespaces_cleans_up(tmp_path):
     assert f"es-{os.getpid()}-" not in leftover
 
 
+@pytest.mark.timing
 def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
     from edgesync.emulation.links import Link
     from edgesync.runtime.bookkeeping.membership import transport_link

@@ -77,6 +77,7 @@ def test_stop_at_target(loopback):
     assert metrics[-1]["time_s"] - reached[0]["time_s"] < 2.0
 
 
+@pytest.mark.timing
 def test_requested_profile_overrides_the_scenario(loopback):
     run = loopback(algorithms=[{"name": "ssgd"}], stop={"time_budget_s": 30, "max_updates": 4})
     run.start(clients=0)

@@ -12,6 +12,8 @@ from edgesync.runtime.live.run_clock import RunClock
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
+pytestmark = pytest.mark.timing  # elapsed times: run alone (scripts/test.sh)
+
 
 @pytest.fixture
 def pair():
