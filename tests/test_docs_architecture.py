@@ -10,6 +10,7 @@ its folder, appears in the table; a `*.py` (or a first-cell folder) that resolve
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +72,15 @@ def test_every_file_and_folder_the_map_names_exists():
         dangling += [t for t in TICKED.findall(row) if t.endswith(".py") and _resolve(t, folders) is None]
         dangling += [t for t in TICKED.findall(_first_cell(row)) if t.endswith("/") and not (ROOT / t).is_dir()]
     assert not dangling, f"docs/architecture.md's package map names what is not in the repository: {dangling}"
+
+
+def test_the_package_picture_is_the_code_as_it_is():
+    # Prepare: the picture scripts/package_picture.py draws of this checkout, and the one in the docs
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import package_picture
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    # Execute
+    written = text.split("<!-- package_picture:now:begin -->\n", 1)[1].split("\n<!-- package_picture:now:end -->")[0]
+    # Assert
+    assert written.split("\n\n", 1)[1] == package_picture.pictures(ROOT, keep_all=False), (
+        "docs/architecture.md's package picture is out of date: run scripts/package_picture.py --write-docs")
