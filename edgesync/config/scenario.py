@@ -29,7 +29,7 @@ from edgesync.config.tune import TuneSpec
 from edgesync.config.tune_grid import check_tune
 from edgesync.data.datasets import INPUT_SHAPES
 from edgesync.emulation.links import Link
-from edgesync.emulation.profiles import ConstantProfile, GammaProfile, TraceProfile
+from edgesync.emulation.profiles import ConstantProfile, GammaProfile
 from edgesync.models import FIXED_INPUT_SIDE
 from edgesync.models.shard_plan import plan_for
 
@@ -254,7 +254,7 @@ class Scenario(Strict):
         """Whether any client's emulation changes during an algorithm: a device trace, a link trace or an
         availability (live clients then follow the coordinator's clock: runtime/live/run_clock.py)."""
         own = self.coordinator_link is not None and any(d.trace for d in self.coordinator_links())
-        return own or any(c.availability is not None or isinstance(c.profile, TraceProfile)
+        return own or any(c.availability is not None or c.profile.varies_in_time
                           or any(link.trace for link in self.client_links(rank))
                           for rank, c in enumerate(self.clients))
 

@@ -11,9 +11,14 @@ multiplies them by the client's reference step time.
 One rule for factors below 1: a profile cannot make a device faster than it is, so a constant factor
 and a gamma profile's mean must be at least 1 (x0.5 is refused, everywhere: scenarios, `--profile`,
 Flower nodes). Only single gamma steps can draw below 1; the live runtime runs them at full speed.
+
+A kind of profile is one subclass of `DeviceProfile`: the runtimes (the simulator's step hook and
+look-ahead, the live throttle, Flower nodes) call its methods, through `FactorSampler`, and never ask
+which kind it is.
 """
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -26,10 +31,49 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from edgesync.emulation.traces import Steps, given_rows
 
 
-class ConstantProfile(BaseModel):
-    """Every step takes `factor` times the undisturbed step time."""
+class DeviceProfile(BaseModel):
+    """What a profile kind is to the runtimes. A subclass sets `kind` (a Literal) and its own keys, and
+    says how its factors come: `step_factor` and `mean_factor` at least; the rest have defaults. What a
+    client's draws need (its generator, what `machine` drew) is its FactorSampler's, handed in."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @property
+    def label(self) -> str:
+        """How tables and logs name it (x10, gamma-hetero(…), trace(…))."""
+        return str(getattr(self, "kind", type(self).__name__))
+
+    @property
+    def slows_steps(self) -> bool:
+        """Whether any step lasts longer than undisturbed (a live client then paces its steps)."""
+        return True
+
+    @property
+    def varies_in_time(self) -> bool:
+        """Whether a step's factor depends on when it starts (its steps are then kept on a timeline)."""
+        return False
+
+    def machine(self, seed: int, rng: np.random.Generator) -> Any:
+        """What one client draws once, before its first step (a gamma machine's mean); None here."""
+        return None
+
+    def step_factor(self, t: float, rng: np.random.Generator, machine: Any) -> float:
+        """The factor of a step that starts `t` seconds into the algorithm."""
+        raise NotImplementedError(f"profile {self.label} does not say its step factors")
+
+    def mean_factor(self, machine: Any) -> float:
+        """The expected factor of one client's steps (what plans such as the shared base step use)."""
+        raise NotImplementedError(f"profile {self.label} does not say its mean factor")
+
+    def least_next_factor(self, sampler: FactorSampler) -> float:
+        """A lower bound on the client's next step's factor (the simulator's look-ahead on Ray workers):
+        unless a kind knows better, the next draw itself, read from a copy of the sampler."""
+        return copy.deepcopy(sampler).next()
+
+
+class ConstantProfile(DeviceProfile):
+    """Every step takes `factor` times the undisturbed step time."""
+
     kind: Literal["constant"] = "constant"
     factor: float = Field(1.0, ge=1.0, description="slowdown ×k (1 = undisturbed)")
 
@@ -37,11 +81,23 @@ class ConstantProfile(BaseModel):
     def label(self) -> str:
         return f"x{self.factor:g}"
 
+    @property
+    def slows_steps(self) -> bool:
+        return self.factor != 1.0
 
-class GammaProfile(BaseModel):
+    def step_factor(self, t: float, rng: np.random.Generator, machine: Any) -> float:
+        return self.factor
+
+    def mean_factor(self, machine: Any) -> float:
+        return self.factor
+
+    def least_next_factor(self, sampler: FactorSampler) -> float:
+        return self.factor
+
+
+class GammaProfile(DeviceProfile):
     """DANA's gamma-distributed execution times (App. B.3)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["gamma"] = "gamma"
     machines: Literal["heterogeneous", "homogeneous"] = "heterogeneous"
     mean: float = Field(1.0, ge=1.0, description="μ, the mean slowdown factor (1 = as fast as the hardware)")
@@ -53,13 +109,27 @@ class GammaProfile(BaseModel):
         tag = "hetero" if self.machines == "heterogeneous" else "homo"
         return f"gamma-{tag}(μ={self.mean:g},Vm={self.v_mach:g})"
 
+    def machine(self, seed: int, rng: np.random.Generator) -> tuple[float, float]:
+        """(this machine's mean factor, the shape of its steps' gamma)."""
+        a_task, a_mach = 1.0 / self.v_task ** 2, 1.0 / self.v_mach ** 2
+        if self.machines == "heterogeneous":
+            return rng.gamma(a_mach, self.mean / a_mach), a_task
+        # one draw shared by the whole cluster: seeded by the scenario seed alone
+        return np.random.default_rng([seed, 0x5EED]).gamma(a_task, self.mean / a_task), a_mach
 
-class TraceProfile(BaseModel):
+    def step_factor(self, t: float, rng: np.random.Generator, machine: tuple[float, float]) -> float:
+        machine_mean, shape = machine
+        return float(rng.gamma(shape, machine_mean / shape))
+
+    def mean_factor(self, machine: tuple[float, float]) -> float:
+        return float(machine[0])
+
+
+class TraceProfile(DeviceProfile):
     """A device whose speed changes during the run: `steps: [[t, factor], …]` (emulation/traces.py), ×1
     before the first row; e.g. a phone that throttles after a minute: [[0, 1], [60, 4]]. `file` names a
     CSV or JSON file of such rows, read once when the scenario loads (the run folder keeps them inline)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["trace"] = "trace"
     steps: tuple[tuple[float, float], ...] = Field((), description="[[t seconds, factor ×k], …]")
     file: str | None = Field(None, description="CSV/JSON file of [t, factor] rows (relative to the scenario)")
@@ -90,8 +160,25 @@ class TraceProfile(BaseModel):
         value = Steps(self.steps).at(t)
         return 1.0 if value is None else value[0]
 
+    @property
+    def varies_in_time(self) -> bool:
+        return True
 
+    def step_factor(self, t: float, rng: np.random.Generator, machine: Any) -> float:
+        return self.factor_at(t)
+
+    def mean_factor(self, machine: Any) -> float:
+        """Its smallest factor: plans made with it (the shared base step) hold at its most demanding moment."""
+        return min([1.0 if self.steps[0][0] > 0 else math.inf] + [f for _, f in self.steps])
+
+    def least_next_factor(self, sampler: FactorSampler) -> float:
+        return self.mean_factor(None)  # when the next step starts is not known yet
+
+
+# The kinds a scenario may name (its schema's union); the runtimes take any DeviceProfile.
 Profile = ConstantProfile | GammaProfile | TraceProfile
+KINDS: dict[str, type[DeviceProfile]] = {c.model_fields["kind"].default: c
+                                         for c in (ConstantProfile, GammaProfile, TraceProfile)}
 
 _XK = re.compile(r"^[x×](\d+(\.\d+)?)$")
 
@@ -133,7 +220,7 @@ def parse_profile(value: str | dict | Profile, context: dict | None = None) -> P
     """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}.
 
     A bad profile is a ValueError whose one-line message names the value and the problem."""
-    if isinstance(value, (ConstantProfile, GammaProfile, TraceProfile)):
+    if isinstance(value, DeviceProfile):
         return value
     if isinstance(value, str):
         name = value.strip().lower()
@@ -151,9 +238,10 @@ def parse_profile(value: str | dict | Profile, context: dict | None = None) -> P
         raise ProfileError(f"unknown profile {value!r}: {expected}", f"unknown profile: {expected}")
     if isinstance(value, dict):
         kind = value.get("kind", "constant")
-        model = {"constant": ConstantProfile, "gamma": GammaProfile, "trace": TraceProfile}.get(kind)
+        model = KINDS.get(kind)
         if model is None:
-            raise ValueError(f"unknown profile kind {kind!r}: expected 'constant', 'gamma' or 'trace'")
+            names = [repr(k) for k in KINDS]
+            raise ValueError(f"unknown profile kind {kind!r}: expected {', '.join(names[:-1])} or {names[-1]}")
         try:
             return model.model_validate(value, context=context)
         except ValidationError as exc:  # one line, not pydantic's block
@@ -176,38 +264,31 @@ def _problems(exc: ValidationError) -> str:
 
 @dataclass
 class FactorSampler:
-    """Draws one client's per-step slowdown factors, reproducibly from (seed, rank)."""
+    """Draws one client's per-step slowdown factors, reproducibly from (seed, rank): the state its
+    profile's draws need, whatever the kind."""
 
-    profile: Profile
+    profile: DeviceProfile
     seed: int
     rank: int
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng([self.seed, self.rank, 0x5EED])
-        p = self.profile
-        if isinstance(p, GammaProfile):
-            a_task, a_mach = 1.0 / p.v_task ** 2, 1.0 / p.v_mach ** 2
-            if p.machines == "heterogeneous":
-                self._machine_mean = self._rng.gamma(a_mach, p.mean / a_mach)
-                self._shape = a_task
-            else:  # one draw shared by the whole cluster: seeded by the scenario seed alone
-                self._machine_mean = np.random.default_rng([self.seed, 0x5EED]).gamma(a_task, p.mean / a_task)
-                self._shape = a_mach
+        self._machine = self.profile.machine(self.seed, self._rng)
 
     @property
     def mean_factor(self) -> float:
-        """The expected factor of this client's steps. A trace's is its smallest factor: plans made with
-        it (the shared base step) hold at the trace's most demanding moment."""
-        if isinstance(self.profile, GammaProfile):
-            return float(self._machine_mean)
-        if isinstance(self.profile, TraceProfile):
-            return min([1.0 if self.profile.steps[0][0] > 0 else math.inf] + [f for _, f in self.profile.steps])
-        return self.profile.factor
+        """The expected factor of this client's steps (a trace's: its smallest)."""
+        return self.profile.mean_factor(self._machine)
 
     def next(self, t: float = 0.0) -> float:
         """The factor of a step that starts `t` seconds into the algorithm (only traces look at it)."""
-        if isinstance(self.profile, ConstantProfile):
-            return self.profile.factor
-        if isinstance(self.profile, TraceProfile):
-            return self.profile.factor_at(t)
-        return float(self._rng.gamma(self._shape, self._machine_mean / self._shape))
+        return self.profile.step_factor(t, self._rng, self._machine)
+
+    def least_next(self) -> float:
+        """A lower bound on the next step's factor, drawing nothing."""
+        return self.profile.least_next_factor(self)
+
+    def skip(self, steps: int) -> None:
+        """Go on past `steps` draws (a resumed client's sequence picks up where it was)."""
+        for _ in range(steps):
+            self.next()

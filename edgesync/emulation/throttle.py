@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from edgesync.emulation.profiles import FactorSampler, Profile, TraceProfile
+from edgesync.emulation.profiles import DeviceProfile, FactorSampler
 from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, StepTimeline
 
 
@@ -49,7 +49,8 @@ class Throttle:
     timeline: StepTimeline | None = None  # a traced device's steps over time (set for trace profiles)
 
     def __post_init__(self) -> None:
-        if isinstance(getattr(self.sampler, "profile", None), TraceProfile):
+        profile = getattr(self.sampler, "profile", None)  # a test's bare factor source has none
+        if profile is not None and profile.varies_in_time:
             self.timeline = StepTimeline()
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
@@ -78,9 +79,9 @@ class Throttle:
         return elapsed
 
 
-def is_throttled(profile: Profile) -> bool:
+def is_throttled(profile: DeviceProfile) -> bool:
     """Anything but constant ×1 slows the steps (and needs the undisturbed step measured first)."""
-    return not (profile.kind == "constant" and profile.factor == 1.0)
+    return profile.slows_steps
 
 
 def needs_throttle(sampler: FactorSampler) -> bool:

@@ -48,7 +48,7 @@ from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 
 from edgesync.algorithms.machinery.base import Instruction
-from edgesync.emulation.profiles import GammaProfile, parse_profile
+from edgesync.emulation.profiles import parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
 from edgesync.runtime.bookkeeping.accounting import ClientClock, client_totals
@@ -195,9 +195,7 @@ class FlowerNode:
         if throttled and (needs_throttle(session.sampler) or base != reference):
             if reference is None:  # not calibrated by the coordinator: measure now (with company)
                 reference = base = self.node["reference_s"][key] = measure_step_s(session.trainer)
-            if isinstance(session.sampler.profile, GammaProfile):
-                for _ in range(int(self.node.get("draws", 0))):  # go on with this client's factor sequence
-                    session.sampler.next()
+            session.sampler.skip(int(self.node.get("draws", 0)))  # go on with this client's factor sequence
             session.throttle = Throttle(session.sampler, base, clock=self.run_clock.now, offline_at=offline_at)
             if session.throttle.timeline is not None and self.node.get("timeline"):  # a traced device's steps
                 session.throttle.timeline = StepTimeline(**self.node["timeline"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from edgesync.emulation.profiles import FactorSampler, TraceProfile
+from edgesync.emulation.profiles import FactorSampler
 from edgesync.trainer import DeviceOffline, Interrupt, StepAborted, StepSample, StepTimeline
 
 
@@ -20,7 +20,7 @@ class VirtualStep:
         self.factors = StepSample()  # each finished step's drawn factor (the fidelity figures)
         self.now: Callable[[], float] = lambda: self.elapsed  # the virtual time now (the client's context's)
         self.offline_at = math.inf  # when the device goes offline next
-        self.timeline = StepTimeline() if isinstance(sampler.profile, TraceProfile) else None
+        self.timeline = StepTimeline() if sampler.profile.varies_in_time else None
 
     def after_step(self, started: float, interrupt: Interrupt | None = None) -> float:
         now = self.now()

@@ -11,7 +11,6 @@ the instruction as in the serial run (client halves' contract, algorithms/machin
 """
 from __future__ import annotations
 
-import copy
 import math
 import traceback
 import warnings
@@ -22,7 +21,7 @@ import torch
 
 from edgesync import algorithms
 from edgesync.algorithms.machinery.base import AlgorithmConfig, ClientAlgorithm, Instruction, Update
-from edgesync.emulation.profiles import FactorSampler, GammaProfile, Profile
+from edgesync.emulation.profiles import FactorSampler, Profile
 from edgesync.models import build_model
 from edgesync.transport.allocator import tune_allocator
 from edgesync.runtime.sim.channel import SIM, WorkerChannel
@@ -32,14 +31,6 @@ from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, T
 from edgesync.transport.contracts.ray_worker import RayKind
 from edgesync.transport.contracts.version import ContractMismatch
 from edgesync.transport.protocol import Message
-
-
-def factor_floor(sampler: FactorSampler) -> float:
-    """The least factor the client's next step can have: a gamma profile's next draw (read from a copy of
-    its generator), a constant profile's factor, a trace's smallest."""
-    if isinstance(sampler.profile, GammaProfile):
-        return copy.deepcopy(sampler).next()
-    return sampler.mean_factor
 
 
 @dataclass
@@ -136,7 +127,7 @@ class SimWorker:
             update = half.on_instruction(instruction)
         except DeviceOffline:
             update = None
-        return Finished(update, clock.elapsed, factor_floor(clock.sampler))
+        return Finished(update, clock.elapsed, clock.sampler.least_next())
 
     def totals(self) -> dict[int, ClientTotals]:
         return {rank: ClientTotals(h.trainer.stats, h.clock.factors, h.clock.timeline)
@@ -145,4 +136,4 @@ class SimWorker:
 
 def initial_floor(profile: Profile, seed: int, rank: int) -> float:
     """A client's first step's least factor, as its worker's fresh sampler will draw it."""
-    return factor_floor(FactorSampler(profile, seed=seed, rank=rank))
+    return FactorSampler(profile, seed=seed, rank=rank).least_next()
