@@ -46,7 +46,6 @@ from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.runtime.sim.server_calibration import cached_or_calibrated
 from edgesync.runtime.sim.server_cost import CostSamples
 from edgesync.runtime.sim.coordinator import VirtualCoordinator
-from edgesync.runtime.sim.process import ClientProcess, EagerContext
 from edgesync.runtime.sim.queries import QueryingClients
 from edgesync.runtime.sim.ray_backend import RayClients
 from edgesync.runtime.sim.ring import SimRing
@@ -63,7 +62,7 @@ from edgesync.transport import protocol
 log = logging.getLogger("edgesync.sim")
 
 
-class Simulator(QueryingClients):
+class Simulator:
     def __init__(self, scenario: Scenario, recorder: RunRecorder, progress: Progress | None = None):
         self.scenario = scenario
         self.pool: RayClients | None = None  # its workers, started at the first algorithm that uses them
@@ -186,10 +185,10 @@ class Simulator(QueryingClients):
         self.now = 0.0
         server.now = lambda: self.now
         server.population = Population(sc.seed, {c.rank: len(self.splits[c.rank]) for c in clients})
-        self.processes: dict[int, ClientProcess] = {}
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
+        self.queries = QueryingClients(clients, self.account, self.push, self._finished)  # ESync's State Server
         self.ring = SimRing(self, server)  # all-reduce: updates wait for the round's ring (ring.py)
         shards = Shards(self.shard_plan.fractions, *sc.coordinator_links(), seed=sc.seed)
         self.coordinator = coordinator = VirtualCoordinator(self, server, sc.sim.server_time, self.server_costs.get(
@@ -197,7 +196,8 @@ class Simulator(QueryingClients):
         self.handlers = {"to_client": self._deliver_to_client, "to_server": self._to_server,
                          "query": self._to_server, "server_free": coordinator.wake, "presence": coordinator.arrive,
                          "ring_mean": self._to_server,
-                         "reply": self._reply_at_client, "resume": self._resume, "availability": self._availability}
+                         "reply": self.queries.reply_at_client, "resume": self.queries.resume,
+                         "availability": self._availability}
         for c in clients:
             if not c.schedule.always:
                 if not c.online:
@@ -216,9 +216,7 @@ class Simulator(QueryingClients):
         serially: their steps count)."""
         if self.remote is not None:
             self._apply(self.remote.everything())
-        for rank, process in self.processes.items():
-            self.clients[rank].free_at = max(self.clients[rank].free_at, process.now())
-            process.kill()
+        self.queries.end()
 
     def _events(self, server: ServerAlgorithm) -> float:
         """Run events in virtual-time order until a stop rule fires; returns the end time."""
@@ -295,10 +293,7 @@ class Simulator(QueryingClients):
         online = c.schedule.online(t)
         if c.online and not online:
             c.online, c.epoch, c.offline_since = False, c.epoch + 1, t
-            process = self.processes.pop(c.rank, None)
-            if process is not None:
-                process.kill()
-                c.half.ctx = EagerContext(lambda: c.clock.elapsed)
+            self.queries.stop(c)
             c.free_at = min(c.free_at, t)
             c.times.update_sent(t)
             self.account.log_presence(c.rank, False, t)
@@ -349,13 +344,7 @@ class Simulator(QueryingClients):
                 return
             self._finished(c, update, start + c.clock.elapsed)
             return
-        if c.rank in self.processes:
-            raise RuntimeError(f"client {c.rank} got an instruction while still running the previous one")
-        process = ClientProcess(lambda: c.half.on_instruction(event.message), lambda: c.clock.elapsed, start,
-                                lambda meta, t: self._send_query(c, meta, t, blocking=False))
-        c.half.ctx = process
-        self.processes[c.rank] = process
-        self._serve(c, process.advance(start))
+        self.queries.start(c, event.message, start)  # it queries the server mid-instruction
 
     def _finished(self, c: SimClient, update: Update, done: float, seq: int | None = None) -> None:
         if self.ring.finished(c, update, done, seq):
