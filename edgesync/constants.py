@@ -1,5 +1,7 @@
 """Tunables of the runtime, in one place, with units in their names."""
 
+# The frame format (transport/protocol.py: `proto`, `v` on every message). Each wire contract's own id and
+# version travel at connect time only (transport/contracts/).
 PROTOCOL_VERSION = 1
 PROTOCOL_NAME = "edgesync"
 
