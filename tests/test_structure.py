@@ -1,5 +1,6 @@
 """The package's shape: no import cycles between edgesync's modules or between its folders, no import against
-the layering docs/architecture.md documents ("Layers"), and small runtime files.
+the layering docs/architecture.md documents ("Layers"), the runtime's subsystems in their order
+(RUNTIME_LAYERS), and no file over 400 lines.
 
 The import graph is read from the source with `ast`, not by importing: every `import` and `from … import`
 anywhere in a module counts (at the top, inside functions, under `if TYPE_CHECKING:`), since each one is a
@@ -25,7 +26,7 @@ from pathlib import Path
 
 PACKAGE = "edgesync"
 ROOT = Path(__file__).resolve().parents[1]
-MAX_RUNTIME_FILE_LINES = 400
+MAX_FILE_LINES = 400
 SHOWN_LOCATIONS = 3  # a folder edge names this many of the imports that make it, then counts the rest
 
 
@@ -47,6 +48,14 @@ LAYERS = (
     Layer("runtime", ("runtime",)),
     Layer("front ends", ("flower", "reproduce")),
     Layer("cli", ("cli",)),
+)
+# Inside runtime/, lowest first: what every runtime records about a run; the two ways to spread the server's
+# work; the two runtimes, which never import each other; running a scenario in either (docs/architecture.md).
+RUNTIME_LAYERS = (
+    Layer("bookkeeping", ("bookkeeping",)),
+    Layer("spreading the server", ("sharding", "allreduce")),
+    Layer("runtimes", ("live", "sim")),
+    Layer("running a scenario", ("tuning", "runs"), linked=True),
 )
 
 
@@ -317,10 +326,22 @@ def test_an_import_against_the_layering_is_named():
     assert found == ["p.l (low) imports p.m1 (mid): p/l.py:4", "p.m1 (mid) imports p.m2 (mid): p/m1.py:2"]
 
 
-def test_no_runtime_file_is_longer_than_400_lines():
+def test_no_file_is_longer_than_400_lines():
     long = {}
-    for path in sorted((ROOT / PACKAGE / "runtime").rglob("*.py")):
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_RUNTIME_FILE_LINES:
+        if lines > MAX_FILE_LINES:
             long[str(path.relative_to(ROOT))] = lines
-    assert not long, f"over {MAX_RUNTIME_FILE_LINES} lines: " + ", ".join(f"{p} ({n})" for p, n in long.items())
+    assert not long, f"over {MAX_FILE_LINES} lines: " + ", ".join(f"{p} ({n})" for p, n in long.items())
+
+
+def test_the_runtime_subsystems_import_only_down_their_layers():
+    # Prepare: runtime's children and the imports between them
+    package = f"{PACKAGE}.runtime"
+    folders = folder_graph(import_graph(), package)
+    placed = [f"{package}.{folder}" for layer in RUNTIME_LAYERS for folder in layer.folders]
+    children = {_child(m, package) for m in _modules(ROOT, PACKAGE) if _child(m, package)}
+    # Assert: every subsystem placed, none imports against the order (live and sim never import each other)
+    assert sorted(children ^ set(placed)) == [], "runtime's children and RUNTIME_LAYERS differ"
+    violations = layering_violations(folders, RUNTIME_LAYERS, package)
+    assert not violations, "imports against RUNTIME_LAYERS:\n  " + "\n  ".join(violations)
