@@ -29,7 +29,7 @@ from edgesync.config.tune import TuneSpec
 from edgesync.config.tune_grid import check_tune
 from edgesync.data.datasets import INPUT_SHAPES
 from edgesync.emulation.links import Link
-from edgesync.emulation.profiles import ConstantProfile, GammaProfile
+from edgesync.emulation.profiles import DeviceProfile
 from edgesync.models import FIXED_INPUT_SIDE
 from edgesync.models.shard_plan import plan_for
 
@@ -246,7 +246,7 @@ class Scenario(Strict):
         return to_link(spec.direction("up")), to_link(spec.direction("down"))
 
     @property
-    def profiles(self) -> list[GammaProfile | ConstantProfile]:
+    def profiles(self) -> list[DeviceProfile]:
         return [c.profile for c in self.clients]
 
     @property
