@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import psutil
@@ -224,23 +225,36 @@ def _earlier_run(folder: Path) -> dict[str, str]:
     return _tree(folder)
 
 
-def test_out_on_an_existing_run_folder_is_refused_and_every_file_is_left_as_it_was(tmp_path):
+def test_out_on_an_existing_run_folder_is_refused_and_every_file_is_left_as_it_was(tmp_path, monkeypatch):
     """`edgesync run --out` and `edgesync coordinator --out` on a folder that holds a run: one line naming
-    the folder, --resume and --overwrite, exit 2, and every file byte for byte (and no file more)."""
+    the folder, --resume and --overwrite, exit 2, and every file byte for byte (and no file more).
+    In this process (the refusal comes before any client or socket; a subprocess per command only paid
+    for importing torch three times)."""
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+
+    def edgesync_here(*args: str):
+        result = CliRunner().invoke(app, list(args), terminal_width=400)
+        assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), \
+            "".join(traceback.format_exception(result.exception))  # an exception, not a refusal
+        return result
+
     out = tmp_path / "run"
     before = _earlier_run(out)
+    monkeypatch.chdir(REPO)  # scenarios/quickstart.yaml, as the subprocesses' cwd=REPO
     for cmd in (["run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK],
                 ["coordinator", "--scenario", "scenarios/quickstart.yaml", "--out", str(out),
                  "--bind", "tcp://127.0.0.1:0", "-q"]):
-        result = edgesync(*cmd, timeout=60)
-        assert result.returncode == 2, (cmd, result.stderr[-3000:])
+        result = edgesync_here(*cmd)
+        assert result.exit_code == 2, (cmd, result.stderr[-3000:])
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert str(out) in lines[0] and "--resume" in lines[0] and "--overwrite" in lines[0], lines[0]
         assert _tree(out) == before
         assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # nothing moved aside or made beside it
-    both = edgesync("run", "--resume", str(out), "--overwrite", timeout=60)
-    assert both.returncode == 2 and _tree(out) == before
+    both = edgesync_here("run", "--resume", str(out), "--overwrite")
+    assert both.exit_code == 2 and _tree(out) == before
 
 
 @pytest.mark.slow
