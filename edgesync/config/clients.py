@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 from edgesync.config.data import PartitionSpec
 from edgesync.config.errors import Problem
@@ -15,12 +15,28 @@ from edgesync.emulation.profiles import ConstantProfile, Profile, parse_profile
 
 
 class ClientSpec(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # frozen: clients alike share one (below)
     profile: Profile = ConstantProfile(factor=1)
     partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
     device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
     link: LinkSpec | None = Field(None, description="this client's link, over the scenario's `links`")
     availability: Availability | None = Field(None, description="when the device is online: a trace of online "
                                               "intervals or an exponential on/off model; default always")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _once_per_mapping(cls, value: Any, handler: ValidatorFunctionWrapHandler,
+                          info: ValidationInfo) -> "ClientSpec":
+        """Thousands of clients (`count: 10000`, each variant of a sweep) repeat one mapping: validate
+        each distinct one once per scenario validation (edgesync/config/validation.py gives the memo),
+        which they share, as a frozen model."""
+        memo = (info.context or {}).get("clients")
+        if memo is None or not isinstance(value, dict):
+            return handler(value)
+        key = repr(value)
+        if key not in memo:
+            memo[key] = handler(value)
+        return memo[key]
 
     @field_validator("profile", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ def validated(data: Any, source: str = "<scenario>", base_dir: str | Path | None
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"a scenario is a YAML mapping, not {type(data).__name__}"])
     try:
-        return Scenario.model_validate(data, context={"base_dir": base_dir})
+        context = {"base_dir": base_dir, "clients": {}}  # clients: ClientSpec's memo, each mapping validated once
+        return Scenario.model_validate(data, context=context)
     except ValidationError as err:
         raise ScenarioError(source, validation_problems(err, data, Scenario)) from None
