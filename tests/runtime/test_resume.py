@@ -120,19 +120,27 @@ def test_a_crash_before_an_algorithms_first_checkpoint_resumes_without_repeating
 
 
 def test_resume_refuses_a_folder_without_a_checkpoint_and_a_foreign_one(tmp_path):
+    """The refusals come before any client starts: the commands run in this process (typer's CliRunner),
+    not as subprocesses that would each import torch again."""
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+
+    def edgesync(*args: str):
+        result = CliRunner().invoke(app, list(args), terminal_width=400)
+        assert result.exit_code == 2 or result.exception is None, result.exception  # a refusal, no crash
+        return result
+
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "scenario.yaml").write_text(yaml.safe_dump(SCENARIO))
-    result = subprocess.run(_cli("run", "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 2 and "no checkpoint to resume from" in result.stderr
+    result = edgesync("run", "--resume", str(run_dir))
+    assert result.exit_code == 2 and "no checkpoint to resume from" in result.stderr
     checkpoint.save(run_dir, checkpoint.Checkpoint(scenario="0123456789abcdef", done=["asgd"]))
-    result = subprocess.run(_cli("run", "--resume", str(run_dir)), cwd=REPO, env=ENV, capture_output=True,
-                            text=True, timeout=60)
-    assert result.returncode == 2 and "written by another scenario" in result.stderr
-    sim = subprocess.run(_cli("run", "--resume", str(run_dir), "--set", "runtime=sim"), cwd=REPO, env=ENV,
-                         capture_output=True, text=True, timeout=60)
-    assert sim.returncode == 2 and "not both" not in sim.stderr and "--resume replays" in sim.stderr
+    result = edgesync("run", "--resume", str(run_dir))
+    assert result.exit_code == 2 and "written by another scenario" in result.stderr
+    sim = edgesync("run", "--resume", str(run_dir), "--set", "runtime=sim")
+    assert sim.exit_code == 2 and "not both" not in sim.stderr and "--resume replays" in sim.stderr
 
 
 @pytest.mark.slow
