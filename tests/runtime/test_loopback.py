@@ -10,6 +10,7 @@ from edgesync.models import build_model
 from edgesync.params import num_params
 
 
+@pytest.mark.timing  # asserts the ×2 client's achieved factor
 def test_two_algorithms_run_to_completion(loopback):
     run = loopback().start()
     run.join()
