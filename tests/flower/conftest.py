@@ -13,6 +13,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the app's modules: server/, clients/
 
 
+# Flower's SuperExec (beside the SuperLink and each SuperNode) looks for a new ServerApp or ClientApp task
+# every second by default (flwr/supercore/superexec/run_superexec.py), and every message of a run waits for
+# it; a shorter poll only saves that wait. The SuperNode's own 3 s poll of the SuperLink has no setting.
+FAST_SUPEREXEC_POLL = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.2"}
+
+
 def small_scenario(**overrides) -> dict:
     """Two nodes (x1, x2), a 1,000-sample slice of Fashion-MNIST, two rounds of FedAvg."""
     data = {
@@ -62,6 +68,7 @@ def flower_lab(tmp_path):
         except LabError as exc:
             pytest.skip(str(exc))
         lab = FlowerLab(tmp_path / "flwr-home", nodes)
+        lab.env.update(FAST_SUPEREXEC_POLL)
         labs.append(lab)
         return lab.start()
 
