@@ -10,6 +10,7 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
 BASE_STEP = 0.01
+BATCH = 8  # mini-batches of 8, not 32: what is checked is who computes when, not what they learn
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +24,9 @@ def churn(**overrides) -> dict:
         "name": "churn", "seed": 3, "runtime": "sim",
         "dataset": {"name": "fashion_mnist", "train_size": 1200},
         "clients": {"count": 12, "availability": {"kind": "exponential", "mean_on_s": 0.6, "mean_off_s": 0.3}},
-        "algorithms": [{"name": "local_sgd", "clients_per_round": 4, "local_steps": 3, "lr": 0.05},
-                       {"name": "asgd", "lr": 0.05}],
+        "algorithms": [{"name": "local_sgd", "clients_per_round": 4, "local_steps": 3, "lr": 0.05,
+                        "batch_size": BATCH},
+                       {"name": "asgd", "lr": 0.05, "batch_size": BATCH}],
         "stop": {"time_budget_s": 2.0, "target_acc": None},
         "eval": {"every_s": 0.5, "test_size": 200},
         "sim": {"base_step_s": BASE_STEP, "server_time": "zero"},
@@ -98,7 +100,7 @@ def test_an_asynchronous_update_is_applied_only_from_an_online_stretch(churn_run
 
 def test_a_device_trace_slows_its_steps_from_its_time_on(tmp_path):
     out = run(tmp_path, clients=[{"profile": {"kind": "trace", "steps": [[0, 1], [1.0, 10]]}}, "x1"],
-              algorithms=[{"name": "asgd", "lr": 0.05}])
+              algorithms=[{"name": "asgd", "lr": 0.05, "batch_size": BATCH}])
     rows = [r for r in read_jsonl(out / "updates.jsonl") if "lag" in r and r["client"] == 0]
     before = sum(0.2 <= r["time_s"] < 1.0 for r in rows)
     after = sum(1.2 <= r["time_s"] < 2.0 for r in rows)
@@ -107,7 +109,8 @@ def test_a_device_trace_slows_its_steps_from_its_time_on(tmp_path):
 
 def test_a_link_trace_slows_messages_from_its_time_on(tmp_path):
     # 0.1 Mbit/s from 1 s: a CNN model (≈0.7 MB) then takes ≈ 55 s each way, so no update lands after ≈ 1 s
-    out = run(tmp_path, clients=[{"link": {"trace": [[1.0, 0.1, 0]]}}, "x1"], algorithms=[{"name": "asgd"}])
+    out = run(tmp_path, clients=[{"link": {"trace": [[1.0, 0.1, 0]]}}, "x1"],
+              algorithms=[{"name": "asgd", "batch_size": BATCH}])
     rows = [r for r in read_jsonl(out / "updates.jsonl") if "lag" in r]
     slow = [r["time_s"] for r in rows if r["client"] == 0]
     fast = [r["time_s"] for r in rows if r["client"] == 1]
@@ -120,7 +123,8 @@ def test_fl_churn_scenario_replays_exactly_in_the_simulator(tmp_path):
     overrides = ["clients.count=24", "dataset.train_size=2400", "stop.time_budget_s=2", "eval.every_s=1",
                  "eval.test_size=200", "links.trace=[[0.5, 2, 150], [1.5, 20, 40]]",
                  "clients.availability.mean_on_s=1", "clients.availability.mean_off_s=0.5",
-                 "algorithms.0.clients_per_round=6"]
+                 "algorithms.0.clients_per_round=6",
+                 *(f"algorithms.{i}.batch_size={BATCH}" for i in range(3))]
     scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "fl_churn.yaml", overrides)
     a, b = tmp_path / "a", tmp_path / "b"
     run_scenario(scenario, a, progress=False)
