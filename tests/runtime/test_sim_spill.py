@@ -35,7 +35,9 @@ def run(tmp_path: Path, name: str, spill_mb) -> dict[str, list[dict]]:
         "name": "spill", "seed": 2, "runtime": "sim",
         "dataset": {"name": "fashion_mnist", "train_size": 1200},
         "clients": ["x1", "x2", "gamma-hetero", {"profile": "x1", "link": {"rate_mbps": 5, "latency_ms": 80}}],
-        "algorithms": [{"name": "asgd", "lr": 0.05}, {"name": "fedbuff", "local_steps": 2, "buffer_size": 2, "lr": 0.05}],
+        # mini-batches of 8: what is compared is the bookkeeping of updates in flight, not what they learn
+        "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 8},
+                       {"name": "fedbuff", "local_steps": 2, "buffer_size": 2, "lr": 0.05, "batch_size": 8}],
         "stop": {"time_budget_s": 1.0, "target_acc": None},
         "eval": {"every_s": 0.25, "test_size": 200},
         "sim": {"base_step_s": 0.02, "server_time": "zero", "spill_mb": spill_mb},
