@@ -85,7 +85,7 @@ def test_a_follower_serves_its_slice_in_the_leads_order_and_saves_its_state(tmp_
 
 
 def base(**extra) -> dict:
-    return {"name": "sharded", "runtime": "live", "seed": 4, "dataset": {"train_size": 1200}, "clients": 3,
+    return {"name": "sharded", "runtime": "live", "seed": 4, "dataset": {"train_size": 1200}, "clients": 2,
             "algorithms": [{"name": "ssgd", "lr": 0.05, "momentum": 0.9}],
             "stop": {"max_updates": 10, "time_budget_s": 60, "target_acc": None},
             "eval": {"every_s": 100, "test_size": 500}, **extra}
