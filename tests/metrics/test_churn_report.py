@@ -264,8 +264,8 @@ def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path):
     scenario = load_scenario({
         "name": "churn-report", "seed": 3, "runtime": "sim", "clients": clients,
         "dataset": {"name": "fashion_mnist", "train_size": 600},
-        "algorithms": [{"name": "local_sgd", "clients_per_round": 3, "local_steps": 3, "lr": 0.05},
-                       {"name": "asgd", "lr": 0.05}],
+        "algorithms": [{"name": "local_sgd", "clients_per_round": 3, "local_steps": 3, "lr": 0.05, "batch_size": 8},
+                       {"name": "asgd", "lr": 0.05, "batch_size": 8}],  # small batches: the report, not learning
         "stop": {"time_budget_s": 1.0, "target_acc": None}, "eval": {"every_s": 0.5, "test_size": 200},
         "sim": {"base_step_s": 0.01, "server_time": "zero"}})
     out = tmp_path / "run"
