@@ -161,18 +161,19 @@ def test_the_manifest_says_how_a_folder_was_run(tmp_path):
 def test_cli_reads_finished_runs_and_refuses_an_unknown_experiment(tmp_path):
     write_runs(tmp_path)
     ok = subprocess.run([sys.executable, "-m", "edgesync.cli", "reproduce", "--from", str(tmp_path)], cwd=REPO,
-                        capture_output=True, text=True, timeout=120)
+                        capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "DANA-DC final acc" in ok.stdout and (tmp_path / "claims.md").exists()
     bad = subprocess.run([sys.executable, "-m", "edgesync.cli", "reproduce", "--only", "nope"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "unknown ['nope']" in bad.stderr
 
 
 def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
-    tiny = ("dataset.train_size=1000", "algorithms=[{name: ssgd, lr: 0.1}, {name: asgd, lr: 0.1}, "
-            "{name: esync, lr: 0.1}]", "stop={time_budget_s: 2, target_acc: 0.3}", "eval={every_s: 1, test_size: 200}",
-            "sim.base_step_s=0.05")
+    tiny = ("dataset.train_size=1000", "algorithms=[{name: ssgd, lr: 0.1, batch_size: 8}, "  # small batches: cheap
+            "{name: asgd, lr: 0.1, batch_size: 8}, {name: esync, lr: 0.1, batch_size: 8}]",
+            "stop={time_budget_s: 2, target_acc: 0.3}", "eval={every_s: 1, test_size: 200}", "sim.base_step_s=0.05",
+            "sim.server_time=zero")  # no calibration: the next test checks the measured step and costs
     monkeypatch.setattr(rp.suite, "EXPERIMENTS",  # where run_suite reads them
                         (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),))
     # Execute
@@ -192,8 +193,11 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
 
 
 def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch):
+    # The step time is measured (no sim.base_step_s): a virtual second costs about a second of CPU per client
+    # whatever the batch size, so the runs are short.
     tiny = ("dataset.train_size=600", "algorithms=[{name: asgd, lr: 0.1}, {name: esync, lr: 0.1}]",
-            "stop={time_budget_s: 1, target_acc: 0.3}", "eval={every_s: 0.5, test_size: 100}")
+            "stop={time_budget_s: 0.5, target_acc: 0.3}", "eval={every_s: 0.5, test_size: 100}")
+    monkeypatch.setenv("EDGESYNC_CACHE", str(tmp_path / "cache"))  # a cache of its own: the test reads it
     # run_suite reads the experiments where it lives, edgesync/reproduce/suite.py
     monkeypatch.setattr(rp.suite, "EXPERIMENTS", (
         rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),
