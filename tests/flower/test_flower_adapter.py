@@ -149,7 +149,7 @@ def _flower_algorithms() -> list[str]:
 def test_every_algorithm_runs_over_flower(fake_grid, tmp_path, name):
     """Smoke: each registered algorithm (ESync through its budgets) makes three updates over the Grid,
     its client half's state carried in context.state between messages."""
-    # the budget only bounds a stuck run: the updates stop it (fedbuff's third once missed 30 s under load)
+    # the budget only bounds a stuck run: the updates stop it (at 30 s, fedbuff's case once failed under load)
     scenario = small_scenario(algorithms=[{"name": name}], clients=["x1", "x1"],
                               stop={"time_budget_s": 120, "max_updates": 3, "target_acc": 0.3},
                               eval={"every_s": 5.0, "test_size": 100})
