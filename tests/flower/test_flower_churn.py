@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+
 from edgesync.metrics.recorder import read_jsonl
 
 from conftest import small_scenario
