@@ -170,6 +170,7 @@ def test_a_killed_client_is_replaced_by_a_new_process_under_the_same_rank(lab_fo
     assert lab.clients[1].wait(30) == 0 and lab.clients[0].wait(30) == 0, lab.output()
 
 
+@pytest.mark.timing  # how soon the restarted client is back is the point
 def test_a_client_killed_mid_ssgd_and_started_again_as_the_readme_says_is_back_at_once(lab_for):
     """The lab accident of issue 17: a client killed mid-SSGD is restarted with the README's command (no
     --rank). The coordinator knows at once that the old process is gone (its connection closed), so SSGD
