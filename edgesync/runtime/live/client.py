@@ -310,8 +310,8 @@ class EdgeClient:
         self.run_clock.reset()  # the coordinator's clock restarts with each algorithm: heard again from now
         self.device_schedule = DeviceSchedule(msg.meta.get("availability"), int(msg.meta["seed"]), self.rank,
                                               self.run_clock)
-        session = self.ctx.beating_while(lambda: build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank,
-                                         self.device_override, self.data_root, make=self._make_trainer))
+        session = build_session(msg.meta, msg.tensors["indices"].numpy(), self.rank, self.device_override,
+                                self.data_root, make=self._make_trainer)
         self.device = session.trainer.device
         self._model_key = (msg.meta["model"], session.trainer.batch_size, str(self.device))
         if self.device.type == "cuda" and self._model_key not in self._warm:
@@ -333,7 +333,7 @@ class EdgeClient:
         step) and isolate this process as the coordinator planned (emulation/device_model.py)."""
         s = self.session
         if self._model_key not in self._calibrated:
-            self._calibrated[self._model_key] = self.ctx.beating_while(lambda: measure_step_s(s.trainer))
+            self._calibrated[self._model_key] = measure_step_s(s.trainer)
         reference = self._calibrated[self._model_key]
         if meta.get("base_s") is not None:
             base = float(meta["base_s"]) or reference

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import math
-import threading
 import time
-from typing import Callable, TypeVar
+from typing import Callable
 
 from edgesync.constants import CLIENT_IDLE_TIMEOUT_S, HEARTBEAT_INTERVAL_S
 from edgesync.emulation.throttle import sleep_until
@@ -12,8 +11,6 @@ from edgesync.trainer import DeviceOffline
 from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T
 from edgesync.transport.sockets import ClientSocket
-
-T_ = TypeVar("T_")
 
 
 class ClientFailed(RuntimeError):
@@ -42,28 +39,6 @@ class LiveContext:
         """Say we are alive if we have said nothing for a while (called between and inside steps)."""
         if time.monotonic() - self.sock.last_send >= HEARTBEAT_INTERVAL_S:
             self.sock.send(protocol.heartbeat())
-
-    def beating_while(self, work: Callable[[], T_]) -> T_:
-        """`work()` (a set-up: data, model; a calibration: timed steps) in a thread while this one says we
-        are alive: on a loaded host it can outlast faults.client_timeout_s, and the coordinator would lose a
-        client that is only busy. The socket stays this thread's (ZeroMQ sockets are not thread-safe)."""
-        done: list = []
-
-        def run() -> None:
-            try:
-                done.append((work(), None))
-            except BaseException as exc:  # raised again in this thread
-                done.append((None, exc))
-
-        thread = threading.Thread(target=run, name="client-setup", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            thread.join(HEARTBEAT_INTERVAL_S / 4)
-            self.heartbeat()
-        result, error = done[0]
-        if error is not None:
-            raise error
-        return result
 
     def now(self) -> float:
         return time.perf_counter()
