@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
-def shared_calibration_cache(tmp_path_factory: pytest.TempPathFactory):
+def shared_calibration_cache_and_own_ray(tmp_path_factory: pytest.TempPathFactory):
     """One `$EDGESYNC_CACHE` for the whole test run, shared by every xdist worker: the step times and the
     coordinator's costs are measured once per test run (under the cache's lock, step_time.py), not once per
     test, and never written to the user's ~/.cache. Tests about the cache itself, and the claims (which
@@ -28,4 +28,8 @@ def shared_calibration_cache(tmp_path_factory: pytest.TempPathFactory):
         root = root.parent  # pytest-N/popen-gwK → pytest-N, the same folder for every worker
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EDGESYNC_CACHE", str(root / "edgesync-cache"))
+        # Each test process starts a Ray instance of its own when it needs one (ray.init's "local"), never
+        # joins another worker's, which that worker may shut down mid-run. A test that names a cluster
+        # (`--ray ADDRESS`) still reaches it.
+        mp.setenv("RAY_ADDRESS", "local")
         yield
