@@ -2,7 +2,8 @@
 # The test suite in two parts, then its wall time:
 #   1. every test that does not measure time, on $TEST_WORKERS pytest-xdist workers (default 4: most of the
 #      suite waits on sockets, subprocesses and sleeps, so more workers than the 2 cores still pays);
-#   2. the `timing` tests (elapsed times, rates, CPU shares) alone, one after another, on a quiet machine.
+#   2. the `timing` tests (elapsed times, rates, CPU shares) and the `alone` ones (a Ray instance, `ray stop`)
+#      alone, one after another, on a quiet machine.
 # Extra arguments go to both parts (e.g. `-m "not slow"` for `make test-fast`, `-x`, a path).
 # Both parts always run; the exit status is the first failure's.
 set -uo pipefail
@@ -11,10 +12,10 @@ PY=${PY:-.venv/bin/python}
 WORKERS=${TEST_WORKERS:-4}
 export FLWR_TELEMETRY_ENABLED=0
 
-marks="not timing"; timing="timing"
+marks="not (timing or alone)"; timing="timing or alone"
 args=()
 while [ $# -gt 0 ]; do
-    if [ "$1" = "-m" ]; then marks="($2) and not timing"; timing="($2) and timing"; shift 2
+    if [ "$1" = "-m" ]; then marks="($2) and not (timing or alone)"; timing="($2) and (timing or alone)"; shift 2
     else args+=("$1"); shift; fi
 done
 
