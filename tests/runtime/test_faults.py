@@ -302,6 +302,7 @@ def finish_while_answering(lab: Lab, raw: RawClient) -> None:
     assert not answering.is_alive()
 
 
+@pytest.mark.timing  # what it checks happens at wall-clock moments (a kill, a run's budget)
 def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     """A client whose HELLO was answered only after it gave up on that socket says HELLO again on a new
     one: the same process (its instance token), so the rank moves to the new socket instead of being
@@ -329,6 +330,7 @@ def test_a_client_that_says_hello_again_on_a_new_socket_keeps_its_rank(lab_for):
     assert metrics(lab)[-1]["updates"] == 30
 
 
+@pytest.mark.timing  # what it checks happens at wall-clock moments (a kill, a run's budget)
 def test_a_client_on_a_third_socket_is_set_up_though_its_second_socket_was_sent_a_setup(lab_for):
     """Mid-run, a client process says HELLO on a new socket (set up afresh: SETUP sent there) and, before
     it answered READY, again on another. The SETUP owed to the abandoned socket must not stand in the

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 BUDGET_S, EVERY_S = 3.0, 0.5
 
 
+@pytest.mark.timing  # what it checks happens at wall-clock moments (a kill, a run's budget)
 def test_a_coordinator_killed_after_an_entrys_final_row_resumes_without_a_second(lab_for):  # noqa: F811
     # the paused client is not lost before the end (client_timeout_s): END waits for its statistics
     lab = lab_for(scenario({"name": "asgd", "lr": 0.05}, ["x1", "x1"], updates=100_000, budget_s=BUDGET_S,

@@ -113,6 +113,7 @@ def test_edgesync_run_tensorboard_on_a_live_run(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # what it checks happens at wall-clock moments (a kill, a run's budget)
 def test_a_resumed_live_run_adds_to_the_event_files_of_the_killed_one(tmp_path):
     """SIGKILL during SSGD (the second entry), then `edgesync run --resume RUN_DIR --tensorboard`: ASGD's run
     keeps the first attempt's points, SSGD's gets a second event file beside the first, and both still say
