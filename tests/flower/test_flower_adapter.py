@@ -63,8 +63,12 @@ def test_fedavg_two_rounds_on_in_process_nodes(fake_grid, tmp_path):
         assert c["bytes_up"] > 2 * 4 * 184_586 and c["bytes_down"] > 2 * 4 * 184_586
     slow = clients[1]
     assert slow["profile"] == "x2" and slow["reference_step_s"] > 0 and slow["target_factor"] == 2.0
-    # both nodes paced at one shared base step (the x1 node too), kept across their ClientApp messages
-    assert clients[0]["base_step_s"] == slow["base_step_s"] >= max(c["reference_step_s"] for c in clients)
+    # both nodes paced at one shared base step (the x1 node too), kept across their ClientApp messages;
+    # each node's paced step (factor x base) is at least its undisturbed one (the x2 node's own undisturbed
+    # step may exceed the base: emulation/device_model.py sizes the base by what each node keeps busy)
+    assert clients[0]["base_step_s"] == slow["base_step_s"]
+    for c in clients:
+        assert (c["target_factor"] or 1.0) * c["base_step_s"] >= c["reference_step_s"]
     assert clients[0]["median_step_s"] >= clients[0]["base_step_s"]  # a paced step never beats its target
     assert slow["median_step_s"] >= 2 * slow["base_step_s"] and slow["achieved_factor"] is not None
     assert all(c["isolation"].startswith("none: Flower runs each message") for c in clients)
