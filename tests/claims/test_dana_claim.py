@@ -18,11 +18,15 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment, summary_by_seed
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: run alone
+# The paper's own model of a cluster: each step a gamma draw times one base step, and a coordinator that
+# costs nothing. The base step is fixed at this project's measured CNN step on one CPU thread (21 ms), not
+# measured afresh: with nothing else timed, the run is then the same on every machine and under any load,
+# so it shares the machine with the parallel part of the suite instead of running alone.
+pytestmark = pytest.mark.slow
 
 HOMO = "clients=16×gamma-homo"
 SETTING = ["sweep={clients: [{count: 16, profile: gamma-homo}]}", entries("dana", "nag_asgd", "dana_dc")]
-SIZE = ["seed=1", "stop.max_updates=1000", "eval.test_size=1000"]
+SIZE = ["seed=1", "stop.max_updates=1000", "eval.test_size=1000", "sim.base_step_s=0.021"]
 WELL_ABOVE_CHANCE = 0.5  # ten classes: chance is 0.10; NAG-ASGD ends near it here
 
 

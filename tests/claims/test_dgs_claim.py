@@ -13,7 +13,9 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: run alone
+# Not `timing`: bytes per update are fixed by what one update holds, whatever this machine's step time and
+# coordinator costs measure, so these runs share the machine with the parallel part of the suite.
+pytestmark = pytest.mark.slow
 
 CLAIM = "DGS bytes per update ÷ ASGD's, up"
 ENTRIES = ["sweep={}", entries("dgs", "asgd", "dgs")]

@@ -32,7 +32,7 @@ def test_a_live_entry_ended_by_its_time_budget_writes_its_final_evaluation_once(
         assert_one_row_per_evaluation(key, rows, budget_s=2.0, every_s=0.5)
 
 
-@pytest.mark.parametrize("backend", ["serial", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.alone])])
+@pytest.mark.parametrize("backend", ["serial", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray])])
 @pytest.mark.parametrize("budget_s", [3.0, 2.8])  # an evaluation due at the budget, and none
 def test_a_simulated_entry_writes_each_evaluation_once(tmp_path, monkeypatch, request, backend, budget_s):
     if backend == "ray":

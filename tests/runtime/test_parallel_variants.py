@@ -12,7 +12,7 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.usefixtures("local_ray")]  # conftest.py: Ray here, 2 CPUs
 
 
 def rows(run_dir: Path, file: str) -> list[dict]:

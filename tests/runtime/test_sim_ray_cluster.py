@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.alone]  # its teardown runs `ray stop`, which ends every Ray on the machine
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # its teardown runs `ray stop`, which ends every Ray on the machine
 
 RAY = str(Path(sys.executable).parent / "ray")
 # Ray's token authentication, as a lab's cluster would use it: one token for the nodes and the driver.
