@@ -28,6 +28,11 @@ from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 log = logging.getLogger("edgesync.coordinator")
 
 TEND_EVERY_S = 0.2  # how often liveness is looked after
+# Every loop of the coordinator looks after liveness a few times a second; a longer gap means it was not
+# listening (descheduled, or busy between phases): its clients' silence then counts from its return.
+NOT_LISTENING_AFTER_S = 2 * HEARTBEAT_INTERVAL_S
+# Work a client answers only when done, saying nothing meanwhile (liveness.BUSY_ALLOWANCE_S), and the answers.
+ANSWERED_WHEN_DONE = {T.SETUP: T.READY, T.CALIBRATE: T.CALIBRATED, T.EVALUATE: T.EVALUATED}
 
 
 class RunAborted(RuntimeError):
@@ -70,6 +75,7 @@ class Membership:
         self.liveness = Liveness(self.scenario.faults.client_timeout_s)
         self.warnings = RateLimitedLog(log)
         self._next_tend = 0.0
+        self._last_tend_call = time.monotonic()
         self._short_since: float | None = None  # when the live clients fell below the quorum
         if self.scenario.coordinator_link is not None and hasattr(self.sock, "set_own_link"):
             self.sock.set_own_link(*self.scenario.coordinator_links(), seed=self.scenario.seed)  # every client's
@@ -82,6 +88,8 @@ class Membership:
         return self.liveness.alive(self.peers if ranks is None else ranks)
 
     def send(self, rank: int, message: Message) -> None:
+        if message.type in ANSWERED_WHEN_DONE:
+            self.liveness.asked(rank)
         self.sock.send(self.peers[rank].identity, message)
 
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
@@ -89,7 +97,10 @@ class Membership:
         of another contract or version (contracts/coordinator.py) is refused here, fatally, and not returned."""
         item = self.sock.recv(timeout_s)
         if item is not None and item[0] in self.ranks:
-            self.liveness.seen(self.ranks[item[0]])
+            rank = self.ranks[item[0]]
+            self.liveness.seen(rank)
+            if not isinstance(item[1], ProtocolError) and item[1].type in (*ANSWERED_WHEN_DONE.values(), T.ERROR):
+                self.liveness.answered(rank)
         if item is None or isinstance(item[1], ProtocolError):
             return item
         try:
@@ -208,6 +219,9 @@ class Membership:
     def tend(self) -> None:
         """A few times a second: heartbeats to quiet clients, silent or exited clients lost, quorum."""
         now = time.monotonic()
+        if now - self._last_tend_call > NOT_LISTENING_AFTER_S:
+            self.liveness.not_listening_until_now()
+        self._last_tend_call = now
         if now < self._next_tend:
             return
         self._next_tend = now + TEND_EVERY_S
