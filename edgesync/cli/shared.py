@@ -23,32 +23,28 @@ def load_scenario_or_exit(path: Path, overrides: list[str]):
 
 def server_keys(curve_secret: Path | None, allow: Path | None):
     """The coordinator's CURVE keys from its options, or None for plain TCP; exits 2 on a bad file."""
-    if curve_secret is None and allow is None:
-        return None
-    if curve_secret is None or allow is None:
-        err.print("[red]CURVE needs both --curve-secret (the coordinator's NAME.key_secret) and --allow "
-                  "(the folder of client public keys)[/red]", highlight=False)
-        raise typer.Exit(2)
-    from edgesync.transport.security import KeyFileError, ServerKeys
-    try:
-        return ServerKeys.from_files(curve_secret, allow)
-    except KeyFileError as exc:
-        err.print(f"[red]{exc}[/red]", highlight=False)
-        raise typer.Exit(2) from None
+    return _curve_keys("ServerKeys", curve_secret, allow,
+                       "--curve-secret (the coordinator's NAME.key_secret) and --allow (the folder of client public keys)")
 
 
 def client_keys(curve_secret: Path | None, server_key: Path | None):
     """A client's CURVE keys from its options, or None for plain TCP; exits 2 on a bad file."""
-    if curve_secret is None and server_key is None:
+    return _curve_keys("ClientKeys", curve_secret, server_key,
+                       "--curve-secret (this client's NAME.key_secret) and --server-key (the coordinator's public NAME.key)")
+
+
+def _curve_keys(kind: str, curve_secret: Path | None, other: Path | None, both: str):
+    """transport.security's `kind` (ServerKeys or ClientKeys) from a secret key file and the other side's
+    file(s): None when neither option is given, one red line and exit 2 when one is missing or bad."""
+    if curve_secret is None and other is None:
         return None
-    if curve_secret is None or server_key is None:
-        err.print("[red]CURVE needs both --curve-secret (this client's NAME.key_secret) and --server-key "
-                  "(the coordinator's public NAME.key)[/red]", highlight=False)
+    if curve_secret is None or other is None:
+        err.print(f"[red]CURVE needs both {both}[/red]", highlight=False)
         raise typer.Exit(2)
-    from edgesync.transport.security import ClientKeys, KeyFileError
+    from edgesync.transport import security  # imported on use: a plain-TCP run never loads the CURVE code
     try:
-        return ClientKeys.from_files(curve_secret, server_key)
-    except KeyFileError as exc:
+        return getattr(security, kind).from_files(curve_secret, other)
+    except security.KeyFileError as exc:
         err.print(f"[red]{exc}[/red]", highlight=False)
         raise typer.Exit(2) from None
 
