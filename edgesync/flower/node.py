@@ -13,7 +13,8 @@ Every message rebuilds the trainer and client half with `build_session`, the Zer
 function, restores that state, runs, and saves it back. Messages and replies (Flower type → EdgeSync
 type; `grid_socket.py` is the other end):
 
-    query.hello      → HELLO       partition-id, profile and device from --node-config, host info
+    query.hello      → HELLO       partition-id, profile and device from --node-config, host info; the
+                                  ServerApp's contract checked (an ERROR naming both versions if another)
     query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run)
     query.calibrate  → CALIBRATED  the undisturbed step time (kept for the next algorithms); with a
                                   base step, the ×1 step this node's steps are paced at
@@ -59,6 +60,7 @@ from edgesync.runtime.live.run_clock import RunClock
 from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
 from edgesync.trainer import DeviceOffline, NoHook, StepSample, StepTimeline, TrainerStats
 from edgesync.transport import protocol
+from edgesync.transport.contracts.coordinator import COORDINATOR
 from edgesync.transport.protocol import Message, host_info
 
 log = logging.getLogger("edgesync.flower.node")
@@ -111,6 +113,7 @@ class FlowerNode:
         return FlowerMessage(records.to_records(reply, stats), reply_to=message)
 
     def hello(self, request: Message, started: float):
+        COORDINATOR.check(request.meta, here="client")  # a ServerApp of another EdgeSync: the ERROR names both
         if self.profile is not None:
             parse_profile(self.profile)  # a typo fails here, as `edgesync client --profile` does
         info = host_info(self.device or "cpu")
