@@ -120,3 +120,60 @@ def test_a_worker_of_another_version_is_refused_with_one_line_and_its_serve_call
     finally:
         worker.close()
         driver.close()
+
+
+def test_a_worker_refuses_a_driver_of_another_version_with_one_line(monkeypatch):
+    """The other way round: the driver names its contract in the worker's serve call; a worker of this
+    version refuses a newer driver (or one that names none) with REFUSED, and both sides raise the one line."""
+    import threading
+
+    import numpy as np
+
+    from edgesync.runtime.sim.worker import SimWorker
+    from edgesync.transport.contracts.ray_worker import RAY_WORKER
+    from edgesync.transport.contracts.version import ContractMismatch
+
+    worker = SimWorker(np.zeros((2, 1, 28, 28), np.float32), np.zeros(2, np.int64), "cnn", 10, 1)  # as Ray hosts it
+    for driver_tag, heard in (("edgesync.ray_worker/2", "edgesync.ray_worker/2"),
+                              (None, "no versioned protocol (an EdgeSync from before versioned contracts)")):
+        driver = DriverChannel(1, local=True, host="127.0.0.1")
+        raised: list[BaseException] = []
+
+        def serve():
+            try:
+                worker.serve(0, driver.address, None, driver_tag)
+            except BaseException as exc:  # noqa: BLE001 - checked below
+                raised.append(exc)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        line = f"driver speaks {heard}, this Ray worker {RAY_WORKER.tag}: use the same EdgeSync version on both"
+        try:
+            with pytest.raises(ContractMismatch) as refused:
+                driver.receive(never_dies)
+            assert str(refused.value) == f"Ray worker 0: {line}"
+            thread.join(10)
+            assert len(raised) == 1 and isinstance(raised[0], ContractMismatch) and str(raised[0]) == line
+        finally:
+            driver.close()
+
+
+def test_a_worker_serves_a_driver_of_its_own_version():
+    import threading
+
+    import numpy as np
+
+    from edgesync.runtime.sim.worker import SimWorker
+    from edgesync.transport.contracts.ray_worker import RAY_WORKER
+
+    worker = SimWorker(np.zeros((2, 1, 28, 28), np.float32), np.zeros(2, np.int64), "cnn", 10, 1)
+    driver = DriverChannel(1, local=True, host="127.0.0.1")
+    thread = threading.Thread(target=worker.serve, args=(0, driver.address, None, RAY_WORKER.tag), daemon=True)
+    thread.start()
+    try:
+        assert driver.receive(never_dies)[1].type == RayKind.READY
+        driver.send(0, Message(RayKind.SERVE_END))
+        thread.join(10)
+        assert not thread.is_alive()
+    finally:
+        driver.close()

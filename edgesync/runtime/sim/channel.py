@@ -89,7 +89,8 @@ class DriverChannel:
 
     def receive(self, alive) -> tuple[int, Message]:
         """The next message from any worker (worker index, message); `alive()` is asked while none comes
-        and raises if a worker is gone. A READY of another contract is answered REFUSED: ContractMismatch."""
+        and raises if a worker is gone. A READY of another contract is answered REFUSED, and a worker's REFUSED
+        (it checks this driver's contract too): ContractMismatch."""
         while not self.sock.poll(POLL_MS):
             alive()
         identity, *frames = self.sock.recv_multipart(copy=False)
@@ -97,6 +98,8 @@ class DriverChannel:
         if message.type == RayKind.READY and (refused := RAY_WORKER.refusal(message.meta, here="server")):
             self.sock.send_multipart([identity.bytes, *Message(RayKind.REFUSED, {"reason": refused}).to_frames()])
             raise ContractMismatch(f"Ray worker {worker}: {refused}")
+        if message.type == RayKind.REFUSED:  # the worker refuses this driver's contract
+            raise ContractMismatch(f"Ray worker {worker}: {message.meta.get('reason')}")
         return worker, message
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ from edgesync.runtime.sim.channel import SIM, DriverChannel, owned
 from edgesync.runtime.sim.spill import Spill
 from edgesync.runtime.sim.worker import ClientSpec, ClientTotals, Finished, SimWorker, initial_floor
 from edgesync.config import Scenario
-from edgesync.transport.contracts.ray_worker import RayKind
+from edgesync.transport.contracts.ray_worker import RAY_WORKER, RayKind
 from edgesync.transport.protocol import Message
 
 log = logging.getLogger("edgesync.sim")
@@ -98,7 +98,7 @@ class RayClients:
         self.arrived: dict[int, Finished] = {}  # results received before they were needed
         self.waiting = [deque() for _ in self.workers]  # messages beyond a worker's window
         self.outstanding = [0] * len(self.workers)
-        self.serving = [w.serve.remote(i, self.channel.address, self.channel.server_key)
+        self.serving = [w.serve.remote(i, self.channel.address, self.channel.server_key, RAY_WORKER.tag)
                         for i, w in enumerate(self.workers)]
         for _ in self.workers:  # each says READY once it listens: messages to it can go
             self._expect(RayKind.READY)

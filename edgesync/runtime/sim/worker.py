@@ -28,8 +28,8 @@ from edgesync.runtime.sim.channel import SIM, WorkerChannel
 from edgesync.runtime.sim.state import client_trainer, fresh_half, step_clock
 from edgesync.runtime.sim.virtual_step import VirtualStep
 from edgesync.trainer import DeviceOffline, StepSample, StepTimeline, Trainer, TrainerStats
-from edgesync.transport.contracts.ray_worker import RayKind
-from edgesync.transport.contracts.version import ContractMismatch
+from edgesync.transport.contracts.ray_worker import RAY_WORKER, RayKind
+from edgesync.transport.contracts.version import PROTOCOL_KEY, ContractMismatch
 from edgesync.transport.protocol import Message
 
 
@@ -93,11 +93,16 @@ class SimWorker:
         """The device came back online: its half starts afresh (its trainer and clock go on), as serially."""
         fresh_half(self.clients[rank], self.spec, self.config)
 
-    def serve(self, index: int, address: str, server_key: bytes | None) -> None:
+    def serve(self, index: int, address: str, server_key: bytes | None, driver: str | None = None) -> None:
         """Run the driver's instructions from its channel (channel.py) until SERVE_END; a failure is sent
-        to the driver (its traceback) before it is raised here; a driver of another contract refuses it."""
+        to the driver (its traceback) before it is raised here. `driver`: the contract the driver speaks
+        (its tag); each side checks the other's: this worker refuses a driver of another contract (or one
+        that names none), and the driver refuses a worker's READY of another."""
         channel = WorkerChannel(index, address, server_key)
         try:
+            if (refused := RAY_WORKER.refusal({PROTOCOL_KEY: driver} if driver else {}, here="client")) is not None:
+                channel.send(Message(RayKind.REFUSED, {"reason": refused}))
+                raise ContractMismatch(refused)
             channel.ready()
             while (message := channel.receive()).type != RayKind.SERVE_END:
                 sim = message.meta.pop(SIM)

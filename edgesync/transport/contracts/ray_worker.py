@@ -1,5 +1,6 @@
 """The simulator's Ray driver ↔ worker channel (runtime/sim/channel.py): its id and version, checked at the
-channel's set-up (the worker's READY, by the driver), and its message kinds.
+channel's set-up (the worker's READY, by the driver; the driver's tag, passed to the worker's serve call,
+by the worker), and its message kinds.
 
 The channel carries EdgeSync's frame (transport/protocol.py) with kinds of its own: it is not the
 coordinator protocol, and its kinds mean what they say here, not what the coordinator's SETUP or END do.
@@ -17,7 +18,7 @@ class RayKind(StrEnum):
     """What travels between the driver and a worker's serve call."""
 
     READY = "READY"              # worker → driver: it listens (and the contract it speaks)
-    REFUSED = "REFUSED"          # driver → worker: it speaks another contract; the serve call ends
+    REFUSED = "REFUSED"          # either way: the other side speaks another contract (the one line); both end
     TRAIN = "TRAIN"              # driver → worker: an instruction (tensors the worker holds go by name)
     DEVICE_BACK = "DEVICE_BACK"  # driver → worker: a client's device came back: a fresh client half
     UPDATE = "UPDATE"            # worker → driver: the result, its virtual duration, the next step's floor
