@@ -12,6 +12,9 @@ seconds and nothing depends on this machine's speed. The rules the expected valu
 Times are floats summed step by step (0.1 + 0.1 + 0.1 is 0.30000000000000004), so the simulator
 schedules events and evaluations on a nanosecond grid: times that are equal in exact arithmetic are
 equal there, and the tie rules above hold whatever the step time.
+
+The runs here check the run folder's logs and summary.json, not report.md: they skip drawing the report
+(about half of a small run's CPU), except the command line's run at the end, which reads it.
 """
 from __future__ import annotations
 
@@ -39,6 +42,23 @@ from edgesync.trainer import Trainer
 from edgesync.transport.protocol import Message
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _no_report(run_dir: Path) -> None:
+    """In place of render_report: the logs and summary.json are written all the same."""
+
+
+@pytest.fixture(autouse=True)
+def no_report(monkeypatch):
+    monkeypatch.setattr("edgesync.runtime.runs.render_report", _no_report)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory) -> Path:
+    """sim_scenario() as it is (SSGD, clients x1 and x3, 3 virtual s), run once for the tests that read it."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("edgesync.runtime.runs.render_report", _no_report)
+        return run(tmp_path_factory.mktemp("default"))
 
 
 @pytest.fixture
@@ -86,8 +106,8 @@ def client_rows(out: Path, label: str) -> dict[int, dict]:
 
 # -- (a) SSGD: a round lasts as long as its slowest client -----------------------------------------
 
-def test_ssgd_rounds_last_as_long_as_the_slowest_client(tmp_path):
-    out = run(tmp_path)
+def test_ssgd_rounds_last_as_long_as_the_slowest_client(default_run):
+    out = default_run
     final = metrics(out, "ssgd")[-1]
     # Rounds end at 0.3, 0.6, …, 2.7 (9 rounds); the 10th ends at 3.0, the budget: not processed.
     assert final["time_s"] == 3.0
@@ -161,8 +181,8 @@ def test_asgd_applies_every_gradient_the_moment_it_arrives(tmp_path):
 
 # -- (c) evaluation times ----------------------------------------------------------------------------
 
-def test_evaluations_every_half_second_see_the_rounds_before_them(tmp_path):
-    out = run(tmp_path)
+def test_evaluations_every_half_second_see_the_rounds_before_them(default_run):
+    out = default_run
     rows = metrics(out, "ssgd")
     assert [r["time_s"] for r in rows] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
     # Rounds end at 0.3, 0.6, 0.9, 1.2, 1.5, 1.8, …: the one ending at 1.5 (a tie) is not yet seen at 1.5.
@@ -272,7 +292,7 @@ def test_runs_are_byte_identical_and_replay_from_the_run_folder(tmp_path, cache_
     monkeypatch.setattr(step_time, "measure_step_s", counting_measure)
     overrides = dict(clients=["x1", "x2", "x4"], sim={"base_step_s": None},
                      algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
-                     stop={"time_budget_s": 4.0, "max_updates": 8}, eval={"every_s": 0.05})
+                     stop={"time_budget_s": 4.0, "max_updates": 8}, eval={"every_s": 0.1})  # SSGD: ~7 rows
     first = run(tmp_path, "first", **overrides)
     second = run(tmp_path, "second", **overrides)
     assert measured == [32], "the step time is measured once, then read from the cache"
