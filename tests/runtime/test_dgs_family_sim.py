@@ -1,8 +1,8 @@
 """DGS, GD-async and DGC-async end to end in the simulator on real Fashion-MNIST (3 clients).
 
-Each algorithm trains the CNN (184,586 parameters) for 2 virtual seconds next to ASGD: accuracy rises
-well above chance while the bytes up per update are about 2% of ASGD's (1% of the entries, 8 bytes
-each, plus the message header).
+Each algorithm trains the CNN (184,586 parameters) for 2 virtual seconds next to ASGD, on mini-batches of 8:
+accuracy rises well above chance (0.46-0.58 here) while the bytes up per update are about 2% of ASGD's (1% of
+the entries, 8 bytes each, plus the message header).
 """
 from __future__ import annotations
 
@@ -17,20 +17,21 @@ from edgesync.config import load_scenario
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    """One run for the module."""
+    """One run for the module (its logs are checked, not its report: not drawn)."""
     out = tmp_path_factory.mktemp("dgs_family") / "run"
     mp = pytest.MonkeyPatch()
+    mp.setattr("edgesync.runtime.runs.render_report", lambda run_dir: None)
     try:
         run_scenario(load_scenario({
             "name": "dgs-family", "seed": 1, "runtime": "sim",
             "dataset": {"name": "fashion_mnist", "train_size": 1000},
             "clients": ["x1", "x1", "x1"],
-            "algorithms": [{"name": "asgd", "lr": 0.05},
-                           {"name": "dgs", "lr": 0.02, "momentum": 0.7, "rate": 0.01},
-                           {"name": "gd_async", "lr": 0.05, "rate": 0.01},
-                           {"name": "dgc_async", "lr": 0.02, "momentum": 0.7, "rate": 0.01}],
+            "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 8},
+                           {"name": "dgs", "lr": 0.02, "momentum": 0.7, "rate": 0.01, "batch_size": 8},
+                           {"name": "gd_async", "lr": 0.05, "rate": 0.01, "batch_size": 8},
+                           {"name": "dgc_async", "lr": 0.02, "momentum": 0.7, "rate": 0.01, "batch_size": 8}],
             "stop": {"time_budget_s": 2.0, "target_acc": None},
-            "eval": {"every_s": 1.0, "test_size": 500},
+            "eval": {"every_s": 2.0, "test_size": 500},  # at the start and the end: the final accuracy is checked
             "sim": {"base_step_s": 0.05, "server_time": "zero"},
         }), out, progress=False)
     finally:
