@@ -16,6 +16,13 @@ coordinator sends is pushed as Flower messages (`Grid.push_messages`), and repli
     END                 —  STATS at once: the node's running totals as of its last reply
     SHUTDOWN, ERROR     —  (logged)
 
+A node's calibration is answered here where the node has answered it already since its last SETUP (a
+ClientApp process per message costs a Python and torch start-up): CALIBRATE without a base step gets the
+CALIBRATED the node gave, or the one its READY carried (it measured this model and batch size in an earlier
+algorithm: `setup` adds it as "calibrated"; stripped here, so the coordinator sees the READY it always saw);
+CALIBRATE with a base step (the pace after the plan) gets that same CALIBRATED, and its base step travels
+with the next message to the node (`records.PACE` in its header), which keeps it before anything else.
+
 REPLY cannot travel: a ClientApp cannot be asked anything in the middle of a message (ESync runs as
 its stand-in `esync_budget`, serve() sees to that). A Flower error reply (the ClientApp raised, the node went away) arrives as
 ERROR, an undecodable reply as a ProtocolError, as from the ZeroMQ socket. Failures are failures:
@@ -58,6 +65,10 @@ from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
 
 log = logging.getLogger("edgesync.flower.grid")
+# Replies are pulled every FLOWER_PULL_INTERVAL_S after a message goes out or a reply comes in, then, while none
+# comes, at twice the last gap up to this: a reply takes a SuperNode's poll (3 s) and a ClientApp process's
+# start at least, and each pull is a gRPC call that costs the SuperLink and the ServerApp CPU.
+PULL_BACKOFF_MAX_S = 0.25
 
 FLOWER_TYPES = {T.HELLO: "query.hello", T.SETUP: "query.setup", T.CALIBRATE: "query.calibrate",
                 T.TRAIN: "train", T.EVALUATE: "evaluate"}
@@ -90,7 +101,12 @@ class GridSocket:
         self.epoch: float | None = None  # wall-clock start of the running algorithm
         self.returning: Callable[[], list[bytes]] = list  # nodes whose online time has come (availability)
         self.greeted: set[int] = set()
+        self.kinds: dict[str, str] = {}  # Flower message id → the EdgeSync type it carries (for its reply)
+        self.setups_due: dict[bytes, int] = defaultdict(int)  # SETUPs sent to a node and not answered yet
+        self.calibrated: dict[bytes, dict] = {}  # a node's CALIBRATED since its last SETUP: answered here again
+        self.pace: dict[bytes, float] = {}  # a base step answered here, to travel with the node's next message
         self._next_pull = self._next_node_poll = 0.0
+        self._pull_gap = FLOWER_PULL_INTERVAL_S
 
     # -- the CoordinatorSocket API ---------------------------------------------------------------
     def set_link(self, peer: bytes, link: Link, seed: int = 0) -> None:
@@ -121,6 +137,14 @@ class GridSocket:
         if kind == T.SETUP:
             self.joining = False
             message = Message(kind, {**message.meta, "rank": self.ranks.get(peer)}, message.tensors)
+            self.setups_due[peer] += 1
+            self.calibrated.pop(peer, None)  # the new algorithm's model and batch size: the node answers first
+            self.pace.pop(peer, None)  # the last algorithm's pace is moot: the new one is paced afresh
+        if kind == T.CALIBRATE and peer in self.calibrated and not self._busy(peer) and peer not in self.stock:
+            if message.meta.get("base_s") is not None:
+                self.pace[peer] = float(message.meta["base_s"])
+            self.inbox.append((peer, Message(T.CALIBRATED, dict(self.calibrated[peer]))))
+            return 0
         if self._busy(peer):
             self.queued[peer].append(message)
             return 0
@@ -142,8 +166,9 @@ class GridSocket:
                 self._greet_new_nodes()
                 self._next_node_poll = now + FLOWER_NODE_POLL_INTERVAL_S
             if self.in_flight and now >= self._next_pull:
-                self._pull()
-                self._next_pull = now + FLOWER_PULL_INTERVAL_S
+                got = self._pull()
+                self._pull_gap = FLOWER_PULL_INTERVAL_S if got else min(2 * self._pull_gap, PULL_BACKOFF_MAX_S)
+                self._next_pull = now + self._pull_gap
             if self.inbox:
                 continue
             now = time.monotonic()
@@ -175,6 +200,8 @@ class GridSocket:
             kind, content = stock.request(message)
         else:
             kind, content = FLOWER_TYPES[message.type], records.to_records(message, epoch=self.epoch)
+            if peer in self.pace:
+                content[records.HEADER][records.PACE] = self.pace.pop(peer)
         size = records.payload_bytes(content)
         out = FlowerMessage(content, dst_node_id=int(peer), message_type=kind)
         ids = list(self.grid.push_messages([out]))
@@ -182,6 +209,9 @@ class GridSocket:
             self.inbox.append((peer, protocol.error(f"the SuperLink did not take {message.type}")))
             return 0
         self.in_flight[ids[0]] = peer
+        self.kinds[ids[0]] = message.type
+        self._pull_gap = FLOWER_PULL_INTERVAL_S  # its reply is looked for soon, then less often
+        self._next_pull = min(self._next_pull, time.monotonic() + self._pull_gap)
         if message.type == T.HELLO:
             self.hellos.add(ids[0])
         self.bytes_out[peer] += size
@@ -192,26 +222,43 @@ class GridSocket:
             self.greeted.add(node_id)
             self._push(peer_of(node_id), protocol.hello())
 
-    def _pull(self) -> None:
-        for reply in self.grid.pull_messages(list(self.in_flight)):
+    def _pull(self) -> int:
+        """Take the replies in; returns how many came."""
+        replies = list(self.grid.pull_messages(list(self.in_flight)))
+        for reply in replies:
             asked = reply.metadata.reply_to_message_id
             peer = self.in_flight.pop(asked, None)
             if peer is None:
                 continue
             hello = asked in self.hellos
             self.hellos.discard(asked)
+            asked_kind = self.kinds.pop(asked, None)
             if hello and (why := stock_reason(reply)) is not None:
                 msg = self._stock_node(peer, why)
             else:
                 msg = self._decode(peer, reply)
                 if hello and isinstance(msg, Message) and msg.type == T.HELLO:
                     self.hello_meta[peer] = dict(msg.meta)
+                self._note_calibration(peer, asked_kind, msg)
             if isinstance(msg, Message) and self.epoch is not None:  # when the node built it: its queueing delay
                 msg.clock = reply.metadata.created_at - self.epoch  # runs from there (metrics/coordinator_load.py)
             self.inbox.append((peer, msg))
             self._note_failure(peer, msg)
             if self.queued[peer]:
                 self._push(peer, self.queued[peer].popleft())
+        return len(replies)
+
+    def _note_calibration(self, peer: bytes, asked: str | None, msg: Message | ProtocolError) -> None:
+        """Keep what a node's reply to the latest SETUP (its READY's "calibrated") or to a CALIBRATE after it says."""
+        calibrated = msg.meta.pop("calibrated", None) if isinstance(msg, Message) and msg.type == T.READY else None
+        if asked == T.SETUP:
+            self.setups_due[peer] = max(0, self.setups_due[peer] - 1)
+        if self.setups_due[peer] or peer in self.stock or not isinstance(msg, Message):
+            return
+        if asked == T.SETUP and isinstance(calibrated, dict):
+            self.calibrated[peer] = calibrated
+        elif asked == T.CALIBRATE and msg.type == T.CALIBRATED:
+            self.calibrated[peer] = dict(msg.meta)
 
     def _stock_node(self, peer: bytes, why: str) -> Message:
         """The HELLO of a node that runs a stock Flower ClientApp; RunAborted if the run needs EdgeSync's client."""

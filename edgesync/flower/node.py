@@ -15,9 +15,12 @@ type; `grid_socket.py` is the other end):
 
     query.hello      → HELLO       partition-id, profile and device from --node-config, host info; the
                                   ServerApp's contract checked (an ERROR naming both versions if another)
-    query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run)
+    query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run); with the
+                                  CALIBRATED it would answer now if it measured this model and batch
+                                  size before ("calibrated": the Grid socket answers CALIBRATE with it)
     query.calibrate  → CALIBRATED  the undisturbed step time (kept for the next algorithms); with a
-                                  base step, the ×1 step this node's steps are paced at
+                                  base step, the ×1 step this node's steps are paced at (where the Grid
+                                  socket answered that CALIBRATE, its base step comes with the next message)
     train            → UPDATE      TRAIN: the client half's `on_instruction`, throttled by the profile
     evaluate         → EVALUATED   the message's model on this node's training split
 
@@ -90,6 +93,7 @@ class FlowerNode:
         self.order: np.ndarray | None = saved[1]["order"].numpy() if saved and "order" in saved[1] else None
         self.run_clock = RunClock()  # the algorithm's clock, from the message's wall-clock start (if it has one)
         self.schedule: DeviceSchedule | None = None  # this device's availability, set with the session
+        self.pace: float | None = None  # a base step this message carries (records.PACE), kept by _session
 
     # -- dispatch ----------------------------------------------------------------------------------
     def handle(self, message: FlowerMessage) -> FlowerMessage:
@@ -102,6 +106,7 @@ class FlowerNode:
         stats = None
         if (epoch := records.epoch_of(message.content)) is not None:
             self.run_clock.observe(time.time() - epoch)
+        self.pace = records.pace_of(message.content)
         try:
             if handler is None:
                 raise ValueError(f"no handler for Flower message type {kind!r}")
@@ -129,9 +134,13 @@ class FlowerNode:
                                  "aborted_steps": 0, "step_times": StepSample().state_dict(),
                                  "factors": StepSample().state_dict()})
         self.order = None
-        self._session(throttled=False)  # builds the trainer: a missing dataset or a bad config fails now
+        session = self._session(throttled=False)  # builds the trainer: a missing dataset or a bad config fails now
         self._save_node()
-        return protocol.ready(request.meta["label"]), None
+        reply = protocol.ready(request.meta["label"])
+        reference = self.node["reference_s"].get(self._model_key(session))
+        if reference is not None:  # measured in an earlier algorithm: what CALIBRATE would get (grid_socket.py)
+            reply.meta["calibrated"] = protocol.calibrated(reference, str(session.trainer.device), NOT_ISOLATED).meta
+        return reply, None
 
     def calibrate(self, request: Message, started: float):
         session = self._session(throttled=False)
@@ -191,6 +200,9 @@ class FlowerNode:
         if self.node.get("sampler") is not None and self.order is not None:
             session.trainer.load_sampler_state({**self.node["sampler"], "order": self.order})
         key = self._model_key(session)
+        if self.pace is not None:  # a CALIBRATE the Grid socket answered: its base step, kept at once
+            self._keep_pace(key, self.pace)
+            self.pace = None
         reference = self.node["reference_s"].get(key)
         base = self.node.get("base_s", {}).get(key) or reference
         self.schedule = DeviceSchedule(meta.get("availability"), int(meta["seed"]), int(meta["rank"]), self.run_clock)
@@ -224,6 +236,16 @@ class FlowerNode:
             self.node["draws"] = int(self.node.get("draws", 0)) + st.steps + st.aborted_steps
             if (timeline := session.throttle.timeline) is not None:
                 self.node["timeline"] = {"points": timeline.points, "stride": timeline.stride, "seen": timeline.seen}
+
+    def _keep_pace(self, key: str, base_s: float) -> None:
+        """What `calibrate` keeps of a base step, in memory and in the saved state (whatever this message does)."""
+        self.node.setdefault("base_s", {})[key] = base_s
+        saved = records.get(self.state, NODE)
+        if saved is not None:
+            saved[0].setdefault("base_s", {})[key] = base_s
+            records.put(self.state, NODE, saved[0], saved[1])
+        else:
+            self._save_node()
 
     def _save_node(self) -> None:
         tensors = {} if self.order is None else {"order": torch.from_numpy(np.asarray(self.order, dtype=np.int64))}

@@ -7,6 +7,9 @@ A message (type, meta, tensors: `edgesync.transport.protocol.Message`) travels a
     "meta-json"  ConfigRecord  every other meta value (None, lists, mappings) as a JSON string
     "tensors"    ArrayRecord   one Array per tensor (flat float32 vectors, int64 indices)
 
+A CALIBRATE with a base step that the coordinator's socket answered for the node (grid_socket.py) puts
+that base step ("base_s") into the header of the node's next message.
+
 Where a scenario varies in time (availability, device traces), the coordinator's messages carry the
 algorithm's start as a wall-clock time ("epoch" in the "edgesync" record, seconds since 1970): a ClientApp
 process, which lives for one message, reads the algorithm's clock as `time.time() − epoch` (exact on one
@@ -35,6 +38,7 @@ from edgesync.constants import PROTOCOL_NAME, PROTOCOL_VERSION
 from edgesync.transport.protocol import Message, ProtocolError, to_jsonable
 
 HEADER, META, META_JSON, TENSORS, STATS, METRICS = "edgesync", "meta", "meta-json", "tensors", "stats", "metrics"
+PACE = "base_s"  # in the header: the base step of a CALIBRATE the coordinator's socket answered (grid_socket.py)
 
 
 def _is_scalar(value: Any) -> bool:
@@ -118,6 +122,13 @@ def epoch_of(content: RecordDict) -> float | None:
     header = content.get(HEADER)
     epoch = header.get("epoch") if isinstance(header, ConfigRecord) else None
     return float(epoch) if type(epoch) in (int, float) and math.isfinite(epoch) else None
+
+
+def pace_of(content: RecordDict) -> float | None:
+    """The base step a message carries for the node to pace at (a CALIBRATE answered by the socket), if any."""
+    header = content.get(HEADER)
+    base = header.get(PACE) if isinstance(header, ConfigRecord) else None
+    return float(base) if type(base) in (int, float) and math.isfinite(base) else None
 
 
 def payload_bytes(content: RecordDict) -> int:

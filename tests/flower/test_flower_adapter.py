@@ -75,6 +75,16 @@ def test_fedavg_two_rounds_on_in_process_nodes(fake_grid, tmp_path):
     evals = read_jsonl(tmp_path / "run" / "flower_eval.jsonl")
     assert sorted(e["client"] for e in evals) == [0, 1] and all(0 <= e["local_acc"] <= 1 for e in evals)
     assert (tmp_path / "run" / "report.md").exists()
+    # each node measures its step once; the pace after the plan is answered by the Grid socket, and its base
+    # step reaches the node with its first `train` (the base_step_s checks above: the paced steps used it)
+    calibrates = [m for m in grid.pushed if m.metadata.message_type == "query.calibrate"]
+    assert sorted(m.metadata.dst_node_id for m in calibrates) == sorted(grid.nodes)
+    first_train = {}
+    for m in grid.pushed:
+        if m.metadata.message_type == "train":
+            first_train.setdefault(m.metadata.dst_node_id, m)
+    assert all(records.pace_of(m.content) == pytest.approx(clients[0]["base_step_s"], rel=1e-3)
+               for m in first_train.values())
 
 
 def run_on_zeromq(scenario: dict, run_dir) -> None:
@@ -169,7 +179,10 @@ def test_a_node_without_updates_in_an_algorithm_reports_none_of_the_previous_one
                               algorithms=[{"name": "asgd", "lr": 0.05, "label": "a"},
                                           {"name": "asgd", "lr": 0.05, "label": "b"}],
                               stop={"time_budget_s": 60, "max_updates": 3, "target_acc": 0.9})
-    run_on(fake_grid([{"partition-id": 0}, {"partition-id": 1}]), scenario, tmp_path / "run")
+    grid = fake_grid([{"partition-id": 0}, {"partition-id": 1}])
+    run_on(grid, scenario, tmp_path / "run")
+    # `b` asks no node to measure again: each node's READY carried the step it measured in `a`
+    assert len([m for m in grid.pushed if m.metadata.message_type == "query.calibrate"]) == 2
     updates = read_jsonl(tmp_path / "run" / "updates.jsonl")
     for c in read_jsonl(tmp_path / "run" / "clients.jsonl"):
         made = sum(u["algorithm"] == c["algorithm"] and u["client"] == c["client"] for u in updates)
