@@ -12,9 +12,15 @@ from edgesync.transport.allocator import glibc
 # mallopt's thresholds and mallinfo2 are glibc's: elsewhere there is nothing to tune or to measure.
 pytestmark = pytest.mark.skipif(glibc() is None, reason="needs glibc (mallopt, mallinfo2)")
 
+# The probe loads transport/allocator.py alone, not through the edgesync.transport package (which imports
+# torch): a fresh process whose heap is glibc's own, at the cost of an interpreter start, not a torch import.
 _PROBE = """
-import ctypes, sys
-from edgesync.transport.allocator import tune_allocator
+import ctypes, importlib.util, sys
+import edgesync
+spec = importlib.util.spec_from_file_location("allocator", edgesync.__path__[0] + "/transport/allocator.py")
+allocator = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(allocator)
+tune_allocator = allocator.tune_allocator
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
