@@ -134,8 +134,8 @@ def test_a_sweep_at_its_bounds_loads():
 
 
 def test_a_sim_run_over_a_sweep_writes_every_label(tmp_path, monkeypatch):
-    data = scenario({"clients": [2, 3]}, runtime="sim", seed=1,
-                    algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
+    data = scenario({"clients": [2, 3]}, runtime="sim", seed=1,  # mini-batches of 8: labels and counts, not learning
+                    algorithms=[{"name": "ssgd", "lr": 0.1, "batch_size": 8}, {"name": "asgd", "lr": 0.05, "batch_size": 8}],
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": None},
                     eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1, "server_time": "zero"})
     out = tmp_path / "run"
@@ -192,7 +192,8 @@ def test_seeds_given_twice_or_repeated_are_refused(tmp_path):
 
 
 def test_a_run_with_seeds_keeps_every_seed_and_adds_mean_and_interval(tmp_path):
-    data = scenario({}, runtime="sim", seeds=[0, 1, 2], algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd"}],
+    data = scenario({}, runtime="sim", seeds=[0, 1, 2],  # mini-batches of 8: the seeds' bookkeeping, not learning
+                    algorithms=[{"name": "ssgd", "lr": 0.1, "batch_size": 8}, {"name": "asgd", "batch_size": 8}],
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": 0.3},
                     eval={"every_s": 0.5, "test_size": 200}, sim={"base_step_s": 0.1})
     out = tmp_path / "run"
