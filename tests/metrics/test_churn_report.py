@@ -258,15 +258,16 @@ def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path):
     from edgesync.runtime.runs import run_scenario  # the simulator: only this test needs it
 
     # Prepare: 6 clients on and off, a throttling device and a link whose up and down differ
+    # (0.5 virtual s: the device and link traces change at 0.25 s)
     clients = [{"availability": {"kind": "exponential", "mean_on_s": 0.4, "mean_off_s": 0.2}} for _ in range(6)]
-    clients[0]["profile"] = {"kind": "trace", "steps": [[0, 1], [0.5, 4]]}
-    clients[1]["link"] = {"trace": [[0, 100, 5], [0.5, 20, 20]], "up": {"trace": [[0, 50, 5]]}}
+    clients[0]["profile"] = {"kind": "trace", "steps": [[0, 1], [0.25, 4]]}
+    clients[1]["link"] = {"trace": [[0, 100, 5], [0.25, 20, 20]], "up": {"trace": [[0, 50, 5]]}}
     scenario = load_scenario({
         "name": "churn-report", "seed": 3, "runtime": "sim", "clients": clients,
         "dataset": {"name": "fashion_mnist", "train_size": 600},
         "algorithms": [{"name": "local_sgd", "clients_per_round": 3, "local_steps": 3, "lr": 0.05, "batch_size": 8},
                        {"name": "asgd", "lr": 0.05, "batch_size": 8}],  # small batches: the report, not learning
-        "stop": {"time_budget_s": 1.0, "target_acc": None}, "eval": {"every_s": 0.5, "test_size": 200},
+        "stop": {"time_budget_s": 0.5, "target_acc": None}, "eval": {"every_s": 0.25, "test_size": 200},
         "sim": {"base_step_s": 0.01, "server_time": "zero"}})
     out = tmp_path / "run"
     # Execute
@@ -276,10 +277,10 @@ def test_a_simulated_churn_run_reports_what_its_logs_say(tmp_path):
     churn = ChurnRecords(run)
     # Assert: the presence rows and clients.jsonl's offline time tell the same story
     for label in ("local_sgd", "asgd"):
-        intervals = churn.online_intervals(label, 1.0)
+        intervals = churn.online_intervals(label, 0.5)
         for row in (r for r in run.clients if r["algorithm"] == label):
             online = sum(e - s for s, e in intervals[row["client"]])
-            assert online + row["offline_s"] == pytest.approx(1.0, abs=1e-5), (label, row["client"])
+            assert online + row["offline_s"] == pytest.approx(0.5, abs=1e-5), (label, row["client"])
     assert any(r["offline_s"] > 0 for r in run.clients)
     # … the rounds table counts the round rows, the per-client rows carry clients.jsonl's rounds
     rows = [r for r in read_jsonl(out / "updates.jsonl") if r["algorithm"] == "local_sgd"]

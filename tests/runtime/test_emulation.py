@@ -54,7 +54,7 @@ def test_the_fidelity_warning_names_the_straggler_of_an_overloaded_host(loopback
 
 def test_the_simulator_paces_at_the_fixed_base_step_exactly(tmp_path, monkeypatch):
     scenario = load_scenario(small_scenario(runtime="sim", clients=["x1", "x3"],
-                                                 algorithms=[{"name": "asgd", "lr": 0.05}],
+                                                 algorithms=[{"name": "asgd", "lr": 0.05, "batch_size": 8}],
                                                  emulation={"base_step_ms": 20}, stop={"time_budget_s": 2}))
     run_scenario(scenario, tmp_path / "sim", progress=False)
     fast, slow = rows(tmp_path / "sim")

@@ -341,7 +341,8 @@ def test_gamma_heterogeneous_clients_run_at_different_speeds(tmp_path):
 # -- (h) the command line -----------------------------------------------------------------------------
 
 def test_edgesync_run_with_runtime_sim_reports_virtual_seconds(tmp_path, cache_in_tmp):
-    scenario = sim_scenario(runtime="live", algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd"}],
+    scenario = sim_scenario(runtime="live", algorithms=[{"name": "ssgd", "lr": 0.1, "batch_size": 8},
+                                                        {"name": "asgd", "batch_size": 8}],
                             stop={"time_budget_s": 1.0, "target_acc": 0.3})
     path = tmp_path / "cli.yaml"
     path.write_text(yaml.safe_dump(scenario))
