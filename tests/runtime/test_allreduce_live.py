@@ -1,16 +1,22 @@
-"""All-reduce aggregation live (real client processes, gloo over 127.0.0.1) and in the simulator.
+"""All-reduce aggregation live (gloo over 127.0.0.1) and in the simulator.
 
-SSGD (momentum 0.9) and ESync, 4 clients, 20 rounds: the all-reduce form ends on the parameter-server
-form's model (to float precision: the two sum in different orders), every client's bytes are the ring's
-2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run: the round starts again
-without it and the run goes on.
+SSGD (momentum 0.9, 4 clients) and ESync (3 clients), 20 rounds: the all-reduce form ends on the
+parameter-server form's model (to float precision: the two sum in different orders), every client's
+bytes are the ring's 2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run (of
+three): the round starts again without it and the run goes on.
+
+A client process costs a torch import (~3-4 s of CPU), so ESync's parameter-server run, whose client
+processes are not the point, has its clients in threads of this process (threaded_clients.py); every
+ring is of real client processes (gloo between processes). In threads, a ring's waiting clients starve
+the others' compute of the GIL (ESync: a 50 s run took 600 s). SSGD keeps real processes in both forms:
+with the clients of its parameter-server run (or of both runs) in threads, its two forms' models ended
+0.2-0.5 % apart in 3 runs of 6. ESync's mini-batches are of 8: what is checked is the two forms'
+agreement (each client's steps in each round) and bytes, not learning.
 """
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,21 +24,21 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-import yaml
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
+from threaded_clients import LAUNCHER, ThreadedClients
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 20
 
 
 def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
-    clients = ["x1", "x1", "x1", "x20"] if algorithm["name"] == "esync" else 4
+    clients = ["x1", "x1", "x20"] if algorithm["name"] == "esync" else 4
     return {"name": "allreduce", "runtime": runtime, "seed": 4, "dataset": {"train_size": 1200}, "clients": clients,
             "algorithms": [algorithm], "stop": {"max_updates": ROUNDS, "time_budget_s": 600, "target_acc": None},
             "eval": {"every_s": 1000, "test_size": 500}, **extra}
@@ -41,7 +47,7 @@ def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
 # ESync's State Server decides each client's local steps from timing; with a ×20 straggler and a cap of
 # 3 every round is decided alike (fast clients 3 steps, the straggler 1), so the two forms do the same work.
 ALGORITHMS = [{"name": "ssgd", "lr": 0.05, "momentum": 0.9},
-              {"name": "esync", "lr": 0.05, "max_local_steps": 3}]
+              {"name": "esync", "lr": 0.05, "max_local_steps": 3, "batch_size": 8}]
 
 
 def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live", **extra) -> dict:
@@ -52,7 +58,10 @@ def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live"
     for aggregation in ("ps", "allreduce"):
         folder = tmp_path / f"{algorithm['name']}-{aggregation}"
         data = scenario({**algorithm, "aggregation": aggregation}, runtime, **extra)
-        run_scenario(load_scenario(data), folder, progress=False)
+        with pytest.MonkeyPatch.context() as mp:
+            if aggregation == "ps" and algorithm["name"] == "esync":  # see the module's docstring
+                mp.setattr(LAUNCHER, ThreadedClients)
+            run_scenario(load_scenario(data), folder, progress=False)
         final = finals.get(aggregation)
         out[aggregation] = {"final": None if final is None else final.params, "buffers": final and final.buffers, "metrics": read_jsonl(folder / "metrics.jsonl")[-1],
                             "clients": read_jsonl(folder / "clients.jsonl"),
@@ -64,24 +73,28 @@ def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live"
 def test_all_reduce_ends_on_the_parameter_servers_model(tmp_path, monkeypatch, algorithm):
     runs = run_both(tmp_path, algorithm, monkeypatch)
     ps, ring = runs["ps"], runs["allreduce"]
+    clients = scenario(algorithm)["clients"]
+    n = clients if isinstance(clients, int) else len(clients)
+    assert len(ps["clients"]) == len(ring["clients"]) == n
     assert ps["metrics"]["updates"] == ring["metrics"]["updates"] == ROUNDS
     if algorithm["name"] == "esync":  # the same work in both: each client's steps in each round
         steps = {k: [(r["round"], r["client"], r["n_i"]) for r in runs[k]["updates"] if "n_i" in r] for k in runs}
-        assert sorted(steps["ps"]) == sorted(steps["allreduce"]) and len(steps["ps"]) == 4 * ROUNDS
+        assert sorted(steps["ps"]) == sorted(steps["allreduce"]) and len(steps["ps"]) == n * ROUNDS
     difference = (ps["final"] - ring["final"]).norm() / ps["final"].norm()
     assert difference < 1e-4, difference  # float sums in another order (PS: in arrival order)
     assert ring["metrics"]["test_loss"] == pytest.approx(ps["metrics"]["test_loss"], abs=1e-3)
 
-    # bytes: each client sends 2·3/4 of the vector [w·update, w·buffers, w] a round, the lead its report of
-    # the round's mean (as large) besides
+    # bytes: each client sends 2(n−1)/n of the vector [w·update, w·buffers, w] a round (2·3/4 of 4, 2·2/3 of
+    # 3), the lead its report of the round's mean (as large) besides
+    share = 2 * (n - 1) / n
     vector = 4 * (ps["final"].numel() + ps["buffers"].numel() + 1)
     ps_by_client = {r["client"]: r for r in ps["clients"]}
     by_client = {r["client"]: r for r in ring["clients"]}
-    for c in (1, 2, 3):
-        assert ROUNDS * 1.5 * vector < by_client[c]["bytes_up"] < ROUNDS * 1.5 * vector * 1.01, by_client[c]
+    for c in range(1, n):
+        assert ROUNDS * share * vector < by_client[c]["bytes_up"] < ROUNDS * share * vector * 1.01, by_client[c]
     reports = (by_client[0]["bytes_up"] - by_client[1]["bytes_up"]) / vector  # a report in flight at the end
     assert ROUNDS - 0.01 < reports < ROUNDS + 1.01, reports                   # (the 21st round's) may count too
-    for c in range(4):  # θ once (the first round), then instructions of metadata only
+    for c in range(n):  # θ once (the first round), then instructions of metadata only
         assert ps_by_client[c]["bytes_down"] > ROUNDS * vector and vector < by_client[c]["bytes_down"] < 1.1 * vector
     assert ring["metrics"]["bytes_up"] == pytest.approx(sum(r["bytes_up"] for r in ring["clients"]), rel=0.01)
 
@@ -101,37 +114,47 @@ def test_the_simulator_charges_the_ring_over_the_clients_links(tmp_path, monkeyp
 
 
 def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path):
-    data = scenario({"name": "ssgd", "lr": 0.05, "aggregation": "allreduce"})
-    data["stop"] = {"max_updates": 400, "time_budget_s": 25, "target_acc": None}
+    """`edgesync run`'s coordinator in a thread of this process (the CLI is not what is tested), three
+    clients in real processes; client 2's is killed once training has begun and 0 and 1 ring on."""
+    import threading
+
+    data = scenario({"name": "ssgd", "lr": 0.05, "aggregation": "allreduce", "batch_size": 8})
+    # 10 s: the kill comes after 2-3 s of training; the rounds after it take about 0.1 s each
+    data["stop"] = {"max_updates": 400, "time_budget_s": 10, "target_acc": None}
     data["eval"] = {"every_s": 1, "test_size": 200}
     data["faults"] = {"client_timeout_s": 3}
-    path = tmp_path / "ring.yaml"
-    path.write_text(yaml.safe_dump(data))
+    data["clients"] = 3
+    # a 100 ms ×1 step (a few ms of it computing): the clients train a tenth of the time, not a third
+    data["emulation"] = {"base_step_ms": 100}
     out = tmp_path / "run"
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "edgesync.cli", "run", str(path), "--out", str(out), "-q"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        metrics = out / "metrics.jsonl"
-        deadline = time.monotonic() + 90
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert metrics.exists(), "training never started"
-        victim = next(c for c in psutil.Process(proc.pid).children()
-                      if "--rank" in c.cmdline() and c.cmdline()[-1] == "2")
-        victim.send_signal(signal.SIGKILL)
-        killed_at = json.loads(metrics.read_text().splitlines()[-1])
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr[-3000:]
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_scenario(load_scenario(data), out, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    running = threading.Thread(target=run, daemon=True)
+    running.start()
+    metrics = out / "metrics.jsonl"
+    deadline = time.monotonic() + 90
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
+        assert running.is_alive(), errors
+        time.sleep(0.2)
+    assert metrics.exists(), "training never started"
+    victim = next(c for c in psutil.Process().children()
+                  if "--rank" in c.cmdline() and c.cmdline()[-1] == "2")
+    victim.send_signal(signal.SIGKILL)
+    killed_at = json.loads(metrics.read_text().splitlines()[-1])
+    running.join(120)
+    assert not running.is_alive() and errors == [], errors
     rows = read_jsonl(metrics)
-    assert rows[-1]["updates"] > killed_at["updates"] + 10  # the ring goes on with three
+    assert rows[-1]["updates"] > killed_at["updates"] + 10  # the ring goes on with two
     restarts = [r for r in read_jsonl(out / "updates.jsonl") if r.get("ring_restarted")]
     assert [r["lost"] for r in restarts] == [2], restarts
     clients = {r["client"]: r for r in read_jsonl(out / "clients.jsonl")}
-    assert clients[2]["lost"] == 1 and all(clients[c]["steps"] > clients[2]["steps"] for c in (0, 1, 3))
+    assert clients[2]["lost"] == 1 and all(clients[c]["steps"] > clients[2]["steps"] for c in (0, 1))
     assert torch.isfinite(torch.tensor(rows[-1]["test_loss"]))
 
 
