@@ -25,12 +25,17 @@ def edgesync(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 QUICK = ["--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=5",
          "--set", "stop.stop_at_target=false", "--set", "eval.test_size=500", "--set", "eval.every_s=1"]
+# The quickstart's clients as emulated devices of a fixed 100 ms x1 step on mini-batches of 8: each step
+# computes for a few ms and sleeps the rest, so four client processes leave the suite's other tests the
+# cores, and the x10 client still makes every SSGD round wait for it.
+PACED = ["--set", "emulation.mode=fixed", "--set", "emulation.base_step_ms=100",
+         "--set", "algorithms.0.batch_size=8", "--set", "algorithms.1.batch_size=8"]
 
 
 @pytest.mark.slow
 def test_run_quickstart_on_a_data_slice_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "run"
-    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK)
+    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK, *PACED)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "report:" in result.stdout
 
@@ -74,7 +79,7 @@ def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml", "--out", str(out), "-q",
            "--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=8", "--set", "stop.stop_at_target=false",
-           "--set", "eval.test_size=200", "--set", "eval.every_s=1"]
+           "--set", "eval.test_size=200", "--set", "eval.every_s=1", *PACED]
     proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         metrics = out / "metrics.jsonl"
@@ -264,7 +269,8 @@ def test_overwrite_moves_the_earlier_run_folder_aside_and_starts_afresh(tmp_path
     before = _earlier_run(out)
     result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "--overwrite", "-q", "--runtime", "sim",
                       "--set", "clients=[x1, x2]", "--set", "algorithms=[{name: asgd, lr: 0.05}]",
-                      "--set", "sim.base_step_s=0.01", "--set", "sim.server_time=zero", *QUICK)  # nothing to calibrate
+                      "--set", "sim.base_step_s=0.01", "--set", "sim.server_time=zero", *QUICK,  # nothing to calibrate
+                      "--set", "stop.time_budget_s=0.5")  # 100 virtual steps: a fresh run is all this checks
     assert result.returncode == 0, result.stderr[-3000:]
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("run.old-")]
     assert len(aside) == 1 and _tree(aside[0]) == before  # moved, every file intact
