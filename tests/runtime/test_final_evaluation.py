@@ -4,9 +4,6 @@ backends) and in a fresh `edgesync run scenarios/quickstart.yaml`. The resumed r
 ServerApp's are in test_final_evaluation_resume.py and tests/flower/test_flower_final_evaluation.py."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
 from evaluation_rows import assert_one_row_per_evaluation, rows_by_entry
+from threaded_clients import threaded_clients  # noqa: F401 - a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,17 +49,34 @@ def test_a_simulated_entry_writes_each_evaluation_once(tmp_path, monkeypatch, re
 
 
 @pytest.mark.slow
-def test_a_fresh_quickstart_writes_one_row_per_evaluation(tmp_path):
+def test_a_fresh_quickstart_writes_one_row_per_evaluation(tmp_path, threaded_clients):
     """`make quickstart`'s command, shortened: 2 s per entry (an evaluation due at the budget, as its
-    90 s and 2 s are), two clients, a slice of the data."""
+    90 s and 2 s are), two clients, a slice of the data, mini-batches of 8 and a fixed 100 ms ×1 step (the
+    rows are checked, not learning or pacing). The command runs in this process (typer's CliRunner) with
+    its clients in threads (threaded_clients.py): processes are not what is checked."""
+    import logging
+
+    from typer.testing import CliRunner
+
+    from edgesync.cli.app import app
+
     budget_s, every_s = 2.0, 1.0
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "edgesync.cli", "run", "scenarios/quickstart.yaml", "--out", str(out), "-q",
-           "--set", f"stop.time_budget_s={budget_s}", "--set", f"eval.every_s={every_s}",
-           "--set", "eval.test_size=200", "--set", "dataset.train_size=2000", "--set", "clients=[x1, x10]"]
-    result = subprocess.run(cmd, cwd=REPO, env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}, capture_output=True,
-                            text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    args = ["run", str(REPO / "scenarios" / "quickstart.yaml"), "--out", str(out), "-q",
+            "--set", f"stop.time_budget_s={budget_s}", "--set", f"eval.every_s={every_s}",
+            "--set", "eval.test_size=200", "--set", "dataset.train_size=2000", "--set", "clients=[x1, x10]",
+            "--set", "algorithms.0.batch_size=8", "--set", "algorithms.1.batch_size=8",
+            "--set", "emulation.base_step_ms=100"]
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:  # `edgesync run` points the root logger at the run's log (runs.log_to): put pytest's back
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers[:], root.level = handlers, level
+    assert result.exit_code == 0, (result.output[-3000:], result.exception)
     entries = rows_by_entry(out)
     assert set(entries) == {"ssgd", "asgd"}
     for key, rows in entries.items():
