@@ -28,6 +28,7 @@ QUICK = ["--set", "dataset.train_size=4000", "--set", "stop.time_budget_s=5",
 # The quickstart's clients as emulated devices of a fixed 100 ms x1 step on mini-batches of 8: each step
 # computes for a few ms and sleeps the rest, so four client processes leave the suite's other tests the
 # cores, and the x10 client still makes every SSGD round wait for it.
+PACED_YAML = "emulation: {mode: fixed, base_step_ms: 100}\n"  # the same, in a scenario file
 PACED = ["--set", "emulation.mode=fixed", "--set", "emulation.base_step_ms=100",
          "--set", "algorithms.0.batch_size=8", "--set", "algorithms.1.batch_size=8"]
 
@@ -130,7 +131,7 @@ def test_coordinator_and_clients_as_separate_commands(tmp_path):
     out = tmp_path / "run"
     scenario = tmp_path / "two.yaml"
     scenario.write_text("name: two\nclients: [x1, x1]\ndataset: {train_size: 2000}\n"
-                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 3}\neval: {test_size: 300}\n")
+                        "algorithms: [{name: asgd, batch_size: 8}]\n" + PACED_YAML + "stop: {time_budget_s: 3}\neval: {test_size: 300}\n")
     coord = subprocess.Popen([sys.executable, "server/coordinator.py", "--scenario", str(scenario), "--bind",
                               f"tcp://127.0.0.1:{port}", "--out", str(out), "-q"],
                              cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -161,7 +162,7 @@ def test_the_coordinator_command_runs_a_sweep_with_the_same_client_processes(tmp
     out = tmp_path / "run"
     scenario = tmp_path / "sweep.yaml"
     scenario.write_text("name: sweep\nclients: [x1, x1]\ndataset: {train_size: 2000}\n"
-                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 2}\neval: {test_size: 200}\n"
+                        "algorithms: [{name: asgd, batch_size: 8}]\n" + PACED_YAML + "stop: {time_budget_s: 2}\neval: {test_size: 200}\n"
                         "sweep: {algorithms.0.lr: [0.05, 0.1]}\n")
     coord = subprocess.Popen([sys.executable, "-m", "edgesync.cli", "coordinator", "--scenario", str(scenario),
                               "--bind", f"tcp://127.0.0.1:{port}", "--out", str(out), "-q"],
@@ -201,7 +202,7 @@ def test_a_sweep_runs_live_with_new_client_processes_per_variant(tmp_path):
     """Sweeps work in the live runtime too: two client counts, one run folder, labelled entries."""
     scenario = tmp_path / "sweep.yaml"
     scenario.write_text("name: sweep\nclients: 2\ndataset: {train_size: 2000}\n"
-                        "algorithms: [{name: asgd}]\nstop: {time_budget_s: 2}\neval: {test_size: 200}\n"
+                        "algorithms: [{name: asgd, batch_size: 8}]\n" + PACED_YAML + "stop: {time_budget_s: 2}\neval: {test_size: 200}\n"
                         "sweep: {clients: [2, 3]}\n")
     out = tmp_path / "run"
     result = edgesync("run", str(scenario), "--out", str(out), "-q")
