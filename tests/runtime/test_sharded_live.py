@@ -1,5 +1,11 @@
 """The live sharded coordinator: follower shards over real sockets, whole runs against the unsharded
-server, and a lab that starts its shards by hand."""
+server, and a lab that starts its shards by hand.
+
+The follower shards are always `edgesync shard` processes; the clients, which are not what is tested
+here, are EdgeClients in threads of this process (threaded_clients.py: a client process costs a torch
+import, ~3 s of CPU) except in the killed run (the kill takes its clients' processes with it). The
+runs' ×1 devices step every 100 ms (emulation fixed: no calibration), and the runs whose learning is not
+checked step on mini-batches of 8."""
 from __future__ import annotations
 
 import os
@@ -24,6 +30,8 @@ from edgesync.config import load_scenario
 from edgesync.transport import protocol
 from edgesync.transport.protocol import MessageType as T
 from edgesync.transport.sockets import ClientSocket
+
+from threaded_clients import threaded_clients  # noqa: F401 - a fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,16 +94,17 @@ def test_a_follower_serves_its_slice_in_the_leads_order_and_saves_its_state(tmp_
 
 def base(**extra) -> dict:
     return {"name": "sharded", "runtime": "live", "seed": 4, "dataset": {"train_size": 1200}, "clients": 2,
-            "algorithms": [{"name": "ssgd", "lr": 0.05, "momentum": 0.9}],
+            "algorithms": [{"name": "ssgd", "lr": 0.05, "momentum": 0.9, "batch_size": 8}],
             "stop": {"max_updates": 10, "time_budget_s": 60, "target_acc": None},
-            "eval": {"every_s": 100, "test_size": 500}, **extra}
+            "eval": {"every_s": 100, "test_size": 500}, "emulation": {"mode": "fixed", "base_step_ms": 100},
+            **extra}
 
 
 def final_rows(run: Path) -> dict[str, dict]:
     return {r["algorithm"]: r for r in read_jsonl(run / "metrics.jsonl")}
 
 
-def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path):
+def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path, threaded_clients):
     """SSGD's rounds do not depend on timing: 10 rounds on one server, on 3 memory-wise shards and on 2
     layer-wise ones give the same model (its test loss to float precision) and the same traffic up to
     the parts' headers. SHAT runs and learns on the shards too."""
@@ -117,8 +126,11 @@ def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path):
 
 
 def test_a_lab_starts_its_shards_by_hand(tmp_path):
-    """`edgesync shard` on its own, `edgesync coordinator --shard` and two `edgesync client` processes, SHAT
-    (whose staleness depends on the order updates are applied in: the follower follows the lead's)."""
+    """`edgesync shard` on its own, `edgesync coordinator --shard` and two clients (EdgeClients in threads
+    of this process, as `edgesync client --connect` runs one), SHAT (whose staleness depends on the order
+    updates are applied in: the follower follows the lead's)."""
+    from edgesync.runtime.live.client import EdgeClient
+
     scenario = tmp_path / "lab.yaml"
     data = base(clients=2, sharding="memory", shards=2)
     data["algorithms"] = [{"name": "shat", "lr": 0.05}]
@@ -133,26 +145,45 @@ def test_a_lab_starts_its_shards_by_hand(tmp_path):
     procs.append(subprocess.Popen([*cli, "coordinator", "--scenario", str(scenario), "--bind", coord_at,
                                    "--shard", shard_at, "--out", str(tmp_path / "run"), "-q"], cwd=REPO, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    procs += [subprocess.Popen([*cli, "client", "--connect", coord_at], cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            EdgeClient(coord_at).run()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+
+    clients = [threading.Thread(target=client, daemon=True) for _ in range(2)]
+    for thread in clients:
+        thread.start()
     try:
-        outputs = [p.communicate(timeout=240)[0] for p in procs[:2]]
-        for p in procs[2:]:
-            p.wait(timeout=30)
+        outputs = [p.communicate(timeout=240)[0] for p in procs]
+        for thread in clients:
+            thread.join(30)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
     assert procs[1].returncode == 0, outputs[1][-3000:]
     assert procs[0].returncode == 0 and "the lead says the run is over" in outputs[0]
+    assert not any(t.is_alive() for t in clients) and errors == [], errors
     rows = final_rows(tmp_path / "run")
     assert rows["shat"]["updates"] >= 60 and rows["shat"]["test_acc"] > 0.3
     assert list((tmp_path / "state").glob("shard-1-*.pt"))  # its part of the lead's checkpoints, where told
 
 
-def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path):
-    """SIGKILL to the whole `edgesync run` (lead, followers, clients), then --resume: new followers read
-    their part of the checkpoint back (run folder's shards/), and SSGD goes on from it to its 24 rounds."""
+# `edgesync run` with its clients in threads of its process (threaded_clients.py): SIGKILL to its process
+# group ends them with the lead and its follower shards
+THREADED_RUN = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+                "from threaded_clients import ThreadedClients; import edgesync.runtime.live.launcher as launcher; "
+                "launcher.LocalClients = ThreadedClients; from edgesync.cli.app import main; main()")
+
+
+def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path, threaded_clients):
+    """SIGKILL to the whole `edgesync run` (lead, followers, clients: threads of the lead's process, see
+    THREADED_RUN), then the resume (`run_scenario(..., resume=True)`, as `edgesync run --resume` calls it,
+    in this process with its clients in threads): new followers read their part of the checkpoint back
+    (run folder's shards/), and SSGD goes on from it to its 24 rounds."""
     import json
     import signal
     import time
@@ -165,7 +196,7 @@ def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path):
     scenario, run_dir = tmp_path / "s.yaml", tmp_path / "run"
     scenario.write_text(yaml.safe_dump(data))
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    cli = [sys.executable, "-m", "edgesync.cli", "run"]
+    cli = [sys.executable, "-c", THREADED_RUN, "run"]
     proc = subprocess.Popen([*cli, str(scenario), "--out", str(run_dir), "-q"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -181,9 +212,7 @@ def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    result = subprocess.run([*cli, "--resume", str(run_dir), "-q"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_scenario(load_scenario(run_dir / "scenario.yaml"), run_dir, progress=False, resume=True)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ssgd"]["updates"] == 24 and summary["ssgd"]["final_acc"] > 0.3
     assert "error" not in (run_dir / "logs" / "shard-1.log").read_text().lower()
