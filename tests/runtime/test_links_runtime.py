@@ -13,6 +13,8 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 from edgesync.transport.protocol import Message
 
+from threaded_clients import threaded_clients  # noqa: F401 - a fixture
+
 CNN_PARAMS = 184_586
 
 
@@ -96,10 +98,15 @@ def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
 
 
 @pytest.mark.parametrize("runtime", ["sim", "live"])
-def test_the_coordinators_own_link_is_shared_by_its_clients(tmp_path, runtime):
+def test_the_coordinators_own_link_is_shared_by_its_clients(tmp_path, request, runtime):
     """coordinator_link 20 Mbit/s, clients' links unlimited: four clients' updates queue on the one
-    server link, each crossing it in ≈ 0.3 s; models going out cross the other direction meanwhile."""
+    server link, each crossing it in ≈ 0.3 s; models going out cross the other direction meanwhile.
+    Live, the clients are threads of this process (threaded_clients.py) stepping every 10 ms (emulation
+    fixed, as the simulator's base step): the link, not the clients' processes, is what is checked."""
     sc = scenario(runtime, {}, budget=4.0, coordinator_link={"rate_mbps": 20})
+    if runtime == "live":
+        request.getfixturevalue("threaded_clients")
+        sc["emulation"] = {"mode": "fixed", "base_step_ms": 10}
     sc["clients"] = 4
     run_scenario(load_scenario(sc), tmp_path / "r", progress=False)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
