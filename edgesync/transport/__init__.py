@@ -1,4 +1,3 @@
 """The wire: the frame and its codec (protocol.py), one module per wire contract (contracts/), and the sockets
-that carry them."""
-from edgesync.transport.protocol import Message, ProtocolError  # noqa: F401
-from edgesync.transport.sockets import ClientSocket, CoordinatorSocket  # noqa: F401
+that carry them. Nothing is imported here: `edgesync.transport.allocator`, which every command loads first,
+stays free of torch, so a command line that is refused is refused at once."""
