@@ -1,5 +1,5 @@
 """A user's quickstart-style Flower app (tests/flower/stock_app: its own pyproject.toml naming EdgeSync's
-ServerApp and its own stock ClientApp) on a real SuperLink with two SuperNodes: three FedAvg rounds
+ServerApp and its own stock ClientApp) on a real SuperLink with two SuperNodes: two FedAvg rounds
 (`local_sgd`), then, in the same lab, `asgd` refused at once in one line and the run marked failed.
 About a minute on 2 busy cores, three under heavy load. Skipped when Flower is not installed."""
 from __future__ import annotations
@@ -32,13 +32,13 @@ def test_a_stock_clientapp_trains_under_fedavg_and_asgd_is_refused(lab, tmp_path
     assert result.returncode == 0, log
     assert (run_dir / "summary.json").exists(), log
     metrics = read_jsonl(run_dir / "metrics.jsonl")
-    assert metrics[0]["updates"] == 0 and metrics[-1]["updates"] == 3
-    assert metrics[-1]["test_acc"] > 0.15, metrics[-1]  # three rounds of 2 x 4 steps beat chance (0.10)
+    assert metrics[0]["updates"] == 0 and metrics[-1]["updates"] == 2
+    assert metrics[-1]["test_acc"] > 0.15, metrics[-1]  # two rounds of 2 x 4 steps beat chance (0.10)
     clients = read_jsonl(run_dir / "clients.jsonl")
     assert [c["client"] for c in clients] == [0, 1]
     for c in clients:
-        assert "error" not in c and c["steps"] >= 12 and c["samples"] == 32 * c["steps"], c
-        assert c["bytes_up"] > 3 * 4 * 184_586 and c["bytes_down"] > 3 * 4 * 184_586 and c["wall_s"] > 0, c
+        assert "error" not in c and c["steps"] >= 8 and c["samples"] == 32 * c["steps"], c
+        assert c["bytes_up"] > 2 * 4 * 184_586 and c["bytes_down"] > 2 * 4 * 184_586 and c["wall_s"] > 0, c
     assert (run_dir / "report.md").exists()
     assert "stock Flower ClientApp" in (run_dir / "logs" / "coordinator.log").read_text()
 
