@@ -292,6 +292,7 @@ def _one_line_failure(result: subprocess.CompletedProcess, code: int) -> str:
     return lines[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.timing  # how soon it gives up is the point
 def test_a_client_with_nothing_to_connect_to_says_it_waits_then_gives_up(tmp_path):
     port = free_port()
@@ -345,6 +346,7 @@ def test_the_profiles_command_states_the_rule_the_parser_applies():
     assert "factors below 1 run at full speed" not in text
 
 
+@pytest.mark.slow
 @pytest.mark.timing  # how soon it gives up is the point
 def test_a_coordinator_on_a_busy_address_says_so_and_leaves_no_run_folder(tmp_path):
     import socket

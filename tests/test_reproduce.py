@@ -181,6 +181,7 @@ def test_cli_reads_finished_runs_and_refuses_an_unknown_experiment(tmp_path, mon
     assert code == 2 and "unknown ['nope']" in stderr
 
 
+@pytest.mark.slow
 def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
     tiny = ("dataset.train_size=1000", "algorithms=[{name: ssgd, lr: 0.1, batch_size: 8}, "  # small batches: cheap
             "{name: asgd, lr: 0.1, batch_size: 8}, {name: esync, lr: 0.1, batch_size: 8}]",
@@ -204,6 +205,7 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
     assert "seeds 0, 1" in note and "base step 50.00 ms" in note and "cores" in note
 
 
+@pytest.mark.slow
 def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch):
     # The step time is measured (no sim.base_step_s): a virtual second costs about a second of CPU per client
     # whatever the batch size, so the runs are short, with two of the four clients (x1 and x10).

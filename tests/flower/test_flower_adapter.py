@@ -134,6 +134,7 @@ def test_asgd_replies_to_each_node_alone(fake_grid, tmp_path):
     assert 0.0 <= load["queue_delay_mean_s"] <= load["queue_delay_max_s"]
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 @pytest.mark.parametrize("budget", ["steps", "time"])
 def test_esync_sends_each_node_a_budget_from_measured_capabilities(fake_grid, tmp_path, budget):
@@ -159,6 +160,7 @@ def _flower_algorithms() -> list[str]:
     return [s.name for s in algorithms.specs() if not s.client.uses_queries or s.name == "esync"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _flower_algorithms())
 def test_every_algorithm_runs_over_flower(fake_grid, tmp_path, name):
     """Smoke: each registered algorithm (ESync through its budgets) makes three updates over the Grid,
@@ -172,6 +174,7 @@ def test_every_algorithm_runs_over_flower(fake_grid, tmp_path, name):
     assert final["algorithm"] == name and final["updates"] >= 3 and math.isfinite(final["test_loss"])
 
 
+@pytest.mark.slow
 def test_a_node_without_updates_in_an_algorithm_reports_none_of_the_previous_ones_steps(fake_grid, tmp_path):
     """The x100 node's first step (about a second) is still running when the x1 node has made the
     three updates of `a`; its late UPDATE arrives while `b` sets up, and in `b` it again makes none."""

@@ -16,6 +16,7 @@ from test_flower_adapter import run_on
 TOLERANCE_S = 0.1  # a ClientApp reads the clock from the wall clock; the coordinator acts on its loop's next turn
 
 
+@pytest.mark.slow
 @pytest.mark.timing  # how long the node was offline, and its steps' speeds before and after the trace
 def test_a_node_goes_offline_at_its_time_and_a_traced_node_follows_its_trace(fake_grid, tmp_path):
     scenario = small_scenario(

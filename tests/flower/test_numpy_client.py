@@ -15,6 +15,7 @@ def _context(node_config):
     return Context(run_id=1, node_id=7, node_config=node_config, state=RecordDict(), run_config={})
 
 
+@pytest.mark.slow
 def test_fedavg_rounds_through_flowers_client_wrapper_improve_the_model():
     clients = [client_fn(_context({"partition-id": i, "num-partitions": 2, "seed": 3})) for i in range(2)]
     got = clients[0].get_parameters(GetParametersIns(config={}))

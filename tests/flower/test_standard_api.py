@@ -48,6 +48,7 @@ def _train_metrics(grid) -> dict[int, list[dict]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_stock_fedavg_drives_an_x1_and_an_x10_device(fake_grid):
     from flwr.serverapp.strategy import FedAvg

@@ -69,6 +69,7 @@ def online_throughout(intervals, start: float, end: float) -> bool:
     return any(s <= start + 1e-9 and end <= e + 1e-9 for s, e in intervals)  # times are µs-rounded sums
 
 
+@pytest.mark.slow
 def test_rounds_draw_among_online_clients_and_only_online_clients_contribute(churn_run):
     out = churn_run
     rows = read_jsonl(out / "updates.jsonl")
@@ -125,6 +126,7 @@ def test_a_link_trace_slows_messages_from_its_time_on(tmp_path):
     assert BUDGET == 1.0 and max(slow) < 0.5 + 2 * BASE_STEP and max(fast) > 0.9
 
 
+@pytest.mark.slow
 def test_fl_churn_scenario_replays_exactly_in_the_simulator(tmp_path, monkeypatch):
     """scenarios/fl_churn.yaml itself (all three entries, its availability and link trace), scaled down, with
     the idealised coordinator (the cost model's calibration and replay: test_server_cost.py)."""

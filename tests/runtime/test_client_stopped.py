@@ -3,6 +3,8 @@ lost once and back once: on waking it counts the coordinator's silence from then
 taken back, rather than also reconnecting as if the coordinator had gone (CI saw `lost == 2`)."""
 from __future__ import annotations
 
+import pytest
+
 import time
 
 from edgesync.metrics.recorder import read_jsonl
@@ -33,6 +35,7 @@ class StoppedWhileWaiting(EdgeClient):
         return sock
 
 
+@pytest.mark.slow
 def test_a_client_stopped_while_it_waits_is_lost_once_and_back_once(loopback):
     run = loopback(algorithms=[{"name": "asgd", "lr": 0.05}], clients=["x1", "x1"],
                    stop={"time_budget_s": 4 * TIMEOUT_S + 4, "max_updates": 100000},

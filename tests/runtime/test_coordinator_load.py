@@ -75,6 +75,7 @@ def saturating_run(out: Path, server_time: str) -> dict:
                    budget_s=3.0)
 
 
+@pytest.mark.slow
 def test_a_saturated_coordinator_is_shown_and_named_in_a_warning(tmp_path, caplog):
     out = tmp_path / "run"
     with caplog.at_level(logging.WARNING, logger="edgesync.coordinator_load"):
@@ -98,6 +99,7 @@ def test_a_saturated_coordinator_is_shown_and_named_in_a_warning(tmp_path, caplo
     assert "## Coordinator load" in report and "| `dana-dc` | " in report
 
 
+@pytest.mark.slow
 def test_a_coordinator_that_costs_nothing_is_never_busy_and_nothing_waits(tmp_path, caplog):
     out = tmp_path / "run"
     with caplog.at_level(logging.WARNING, logger="edgesync.coordinator_load"):

@@ -74,6 +74,7 @@ def test_an_unknown_key_is_refused_and_the_run_goes_on(loopback, keys, caplog):
     assert read_jsonl(run.run_dir / "metrics.jsonl")[-1]["updates"] == 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [None, 1], ids=["a process per client", "two slots in one process"])
 def test_edgesync_run_with_curve_runs_its_client_processes_over_curve(tmp_path, caplog, monkeypatch, processes):
     """`edgesync run --curve`: throw-away keys, real client processes, removed keys afterwards; with

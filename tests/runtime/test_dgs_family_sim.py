@@ -43,6 +43,7 @@ def final(run_dir: Path, label: str) -> dict:
     return [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["algorithm"] == label][-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dgs", "gd_async", "dgc_async"])
 def test_accuracy_rises_and_bytes_up_are_a_few_percent_of_asgds(run_dir, name):
     ours, asgd = final(run_dir, name), final(run_dir, "asgd")

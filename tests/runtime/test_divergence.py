@@ -1,6 +1,8 @@
 """A diverging algorithm ends early, marked as such, and the run goes on with the next one."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from edgesync.metrics.recorder import read_jsonl
@@ -8,6 +10,7 @@ from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
 
+@pytest.mark.slow
 def test_divergence_ends_that_algorithm_only(tmp_path, monkeypatch):
     scenario = load_scenario({
         "name": "diverge", "runtime": "sim", "clients": ["x1", "x1"], "dataset": {"train_size": 1000},

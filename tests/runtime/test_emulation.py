@@ -36,6 +36,7 @@ def test_every_client_paces_at_one_shared_base_step_and_the_run_says_so(loopback
     assert "emulation: shared base step" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_the_fidelity_warning_names_the_straggler_of_an_overloaded_host(loopback, caplog):
     """The old behaviour, deliberately: four clients, each paced against its own undisturbed step, ×1 clients

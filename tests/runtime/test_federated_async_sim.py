@@ -38,6 +38,7 @@ def run_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fedasync", "fedbuff"])
 def test_accuracy_rises_above_chance_and_lag_and_gap_are_logged(run_dir, name):
     metrics = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["algorithm"] == name]

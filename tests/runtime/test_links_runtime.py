@@ -50,6 +50,7 @@ def test_simulated_links_replay_exactly_with_jitter_and_loss(tmp_path):
     assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
 
 
+@pytest.mark.slow
 def test_one_slow_client_link_slows_only_that_client(tmp_path):
     sc = scenario("sim", {}, budget=2.0)
     sc["clients"] = [{}, {"link": {"rate_mbps": 2}}]
@@ -58,6 +59,7 @@ def test_one_slow_client_link_slows_only_that_client(tmp_path):
     assert rows[0]["steps"] > 20 * rows[1]["steps"]  # ~3 s per round trip at 2 Mbit/s vs 10 ms steps
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_live_transport_pacing_sets_the_pace_of_asgd(tmp_path):
     run_scenario(load_scenario(scenario("live", {"rate_mbps": 20, "latency_ms": 20}, budget=4.0)),
@@ -69,6 +71,7 @@ def test_live_transport_pacing_sets_the_pace_of_asgd(tmp_path):
     assert 0.55 * ceiling <= summary["updates"] <= ceiling + 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not netns.available()[0], reason=f"netns backend: {netns.available()[1]}")
 def test_live_run_in_network_namespaces_cleans_up(tmp_path):
     run_scenario(load_scenario(scenario("live", {"rate_mbps": 20, "latency_ms": 20, "backend": "netns"},
@@ -97,6 +100,7 @@ def test_kernel_backend_shapes_goodput_and_leaves_the_rest_to_the_transport():
     assert transport_link(link, frozenset({"rate", "delay", "jitter", "loss"})) == Link()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["sim", "live"])
 def test_the_coordinators_own_link_is_shared_by_its_clients(tmp_path, request, runtime):
     """coordinator_link 20 Mbit/s, clients' links unlimited: four clients' updates queue on the one

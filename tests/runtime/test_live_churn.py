@@ -1,6 +1,8 @@
 """Availability, traces and partial participation in the live runtime, over real sockets."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import statistics
@@ -42,6 +44,7 @@ def test_a_client_goes_offline_at_its_time_and_returns_set_up_afresh(loopback, c
     assert 0.8 < before < 1.5 and 3.2 < after < 5.0, (before, after)
 
 
+@pytest.mark.slow
 def test_fl_churn_live_with_slots_draws_online_clients_only(tmp_path):
     """scenarios/fl_churn.yaml, scaled down: 12 clients in 2 processes of slots, FedAvg with 4 per round."""
     out = tmp_path / "run"
@@ -74,6 +77,7 @@ def test_fl_churn_live_with_slots_draws_online_clients_only(tmp_path):
     assert scenario["links"]["trace"] == [[3.0, 5.0, 60.0]]
 
 
+@pytest.mark.slow
 def test_a_device_offline_when_an_algorithm_ends_returns_with_the_next_one(loopback):
     """Client 0 goes offline at 2 s and, by the first algorithm's schedule, returns only at 60 s. The second
     algorithm's clock starts at zero, where its schedule has it online: asking while offline, it is taken

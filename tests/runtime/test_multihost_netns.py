@@ -95,6 +95,7 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen, log
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_a_curve_run_across_three_namespace_hosts(lan, processes, tmp_path):
     homes = hand_out_keys(tmp_path)
     scenario = homes[COORDINATOR] / "multihost.yaml"

@@ -104,6 +104,7 @@ def final_rows(run: Path) -> dict[str, dict]:
     return {r["algorithm"]: r for r in read_jsonl(run / "metrics.jsonl")}
 
 
+@pytest.mark.slow
 def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path, threaded_clients):
     """SSGD's rounds do not depend on timing: 10 rounds on one server, on 3 memory-wise shards and on 2
     layer-wise ones give the same model (its test loss to float precision) and the same traffic up to
@@ -125,6 +126,7 @@ def test_ssgd_on_shards_trains_the_unsharded_model(tmp_path, threaded_clients):
     assert list((tmp_path / "memory" / "shards").glob("shard-2-*.pt"))  # its part of the run's checkpoints
 
 
+@pytest.mark.slow
 def test_a_lab_starts_its_shards_by_hand(tmp_path):
     """`edgesync shard` on its own, `edgesync coordinator --shard` and two clients (EdgeClients in threads
     of this process, as `edgesync client --connect` runs one), SHAT (whose staleness depends on the order
@@ -179,6 +181,7 @@ THREADED_RUN = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})
                 "launcher.LocalClients = ThreadedClients; from edgesync.cli.app import main; main()")
 
 
+@pytest.mark.slow
 def test_a_killed_sharded_run_resumes_with_its_shards_state(tmp_path, threaded_clients):
     """SIGKILL to the whole `edgesync run` (lead, followers, clients: threads of the lead's process, see
     THREADED_RUN), then the resume (`run_scenario(..., resume=True)`, as `edgesync run --resume` calls it,

@@ -1,6 +1,8 @@
 """Updates in flight past `sim.spill_mb` wait on disk (runtime/sim/spill.py): bit for bit the same run."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import logging
 from pathlib import Path
@@ -49,6 +51,7 @@ def run(tmp_path: Path, name: str, spill_mb) -> dict[str, list[dict]]:
                 for line in (out / f).read_text().splitlines()] for f in ("metrics.jsonl", "updates.jsonl")}
 
 
+@pytest.mark.slow
 def test_a_run_that_spills_writes_the_same_results_as_one_that_keeps_everything(tmp_path, caplog, monkeypatch):
     with monkeypatch.context() as mp:  # what is compared is the logs: only the spilled run renders its report
         mp.setattr("edgesync.runtime.runs.render_report", lambda run_dir: None)
@@ -59,6 +62,7 @@ def test_a_run_that_spills_writes_the_same_results_as_one_that_keeps_everything(
     assert spilled == kept and len(kept["updates.jsonl"]) > 50
 
 
+@pytest.mark.slow
 def test_the_10k_clients_scenario_scaled_down_runs_both_entries(tmp_path, monkeypatch):
     from edgesync.config import load_scenario
 

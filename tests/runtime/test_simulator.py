@@ -280,6 +280,7 @@ def _without_wall_clock(path: Path) -> bytes:
     return stripped
 
 
+@pytest.mark.slow
 def test_runs_are_byte_identical_and_replay_from_the_run_folder(tmp_path, cache_in_tmp, monkeypatch):
     measured = []
     real_measure = step_time.measure_step_s

@@ -97,6 +97,7 @@ def test_a_slots_step_starts_when_it_asks_for_the_turn():
     assert slot.stats.last_step_s >= 0.3  # the emulated device's step includes its wait for the core
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_a_x4_slot_keeps_its_factor_beside_a_x1_slot_of_its_process(tmp_path):
     run = LoopbackRun(small_scenario(clients=["x1", "x4"], algorithms=[{"name": "asgd", "lr": 0.05}],

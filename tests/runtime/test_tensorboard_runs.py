@@ -56,6 +56,7 @@ def assert_mirrors_the_run_folder(run_dir: Path, labels: list[str]) -> None:
             assert ratio == f32(compute_ratio(row)) and step == last_step
 
 
+@pytest.mark.slow
 def test_a_simulated_sweep_over_seeds_writes_one_run_per_label(tmp_path):
     data = {
         "name": "board", "runtime": "sim",

@@ -53,6 +53,7 @@ def integral(x: float) -> bool:
     return abs(x - round(x)) < 1e-3
 
 
+@pytest.mark.slow
 def test_the_tuning_runs_are_an_ordinary_run_folder_with_every_point(tuned):
     out, _, records = tuned
     labels = ["asgd@lr=0.02", "asgd@lr=0.1"] + [f"dgc_async@lr={lr},momentum={m}" for lr in GRID["lr"]
