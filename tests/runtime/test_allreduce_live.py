@@ -1,17 +1,14 @@
-"""All-reduce aggregation live (gloo over 127.0.0.1) and in the simulator.
+"""All-reduce aggregation live (gloo over 127.0.0.1, real client processes) and in the simulator.
 
-SSGD (momentum 0.9, 4 clients) and ESync (3 clients), 20 rounds: the all-reduce form ends on the
-parameter-server form's model (to float precision: the two sum in different orders), every client's
-bytes are the ring's 2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run (of
-three): the round starts again without it and the run goes on.
+SSGD (momentum 0.9) and ESync, 4 clients, 20 rounds: the all-reduce form ends on the parameter-server
+form's model (to float precision: the two sum in different orders), every client's bytes are the ring's
+2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run (of three): the round starts
+again without it and the run goes on.
 
-A client process costs a torch import (~3-4 s of CPU), so ESync's parameter-server run, whose client
-processes are not the point, has its clients in threads of this process (threaded_clients.py); every
-ring is of real client processes (gloo between processes). In threads, a ring's waiting clients starve
-the others' compute of the GIL (ESync: a 50 s run took 600 s). SSGD keeps real processes in both forms:
-with the clients of its parameter-server run (or of both runs) in threads, its two forms' models ended
-0.2-0.5 % apart in 3 runs of 6. ESync's mini-batches are of 8: what is checked is the two forms'
-agreement (each client's steps in each round) and bytes, not learning.
+Known intermittent failure (issue 33's note): the two forms' models sometimes end ~0.5 % apart (0.0048 in
+three failures seen, SSGD and ESync). It came more often with the parameter-server run's clients in threads
+or on mini-batches of 8 (3 runs of 6), so this module keeps real processes and the scenarios' batches here;
+the cause, in the runtime's all-reduce path or in this comparison, is not found yet.
 """
 from __future__ import annotations
 
@@ -30,7 +27,6 @@ from edgesync.runtime.live.coordinator import Coordinator
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
 
-from threaded_clients import LAUNCHER, ThreadedClients
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +34,7 @@ ROUNDS = 20
 
 
 def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
-    clients = ["x1", "x1", "x20"] if algorithm["name"] == "esync" else 4
+    clients = ["x1", "x1", "x1", "x20"] if algorithm["name"] == "esync" else 4
     return {"name": "allreduce", "runtime": runtime, "seed": 4, "dataset": {"train_size": 1200}, "clients": clients,
             "algorithms": [algorithm], "stop": {"max_updates": ROUNDS, "time_budget_s": 600, "target_acc": None},
             "eval": {"every_s": 1000, "test_size": 500}, **extra}
@@ -47,7 +43,7 @@ def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
 # ESync's State Server decides each client's local steps from timing; with a ×20 straggler and a cap of
 # 3 every round is decided alike (fast clients 3 steps, the straggler 1), so the two forms do the same work.
 ALGORITHMS = [{"name": "ssgd", "lr": 0.05, "momentum": 0.9},
-              {"name": "esync", "lr": 0.05, "max_local_steps": 3, "batch_size": 8}]
+              {"name": "esync", "lr": 0.05, "max_local_steps": 3}]
 
 
 def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live", **extra) -> dict:
@@ -58,10 +54,7 @@ def run_both(tmp_path: Path, algorithm: dict, monkeypatch, runtime: str = "live"
     for aggregation in ("ps", "allreduce"):
         folder = tmp_path / f"{algorithm['name']}-{aggregation}"
         data = scenario({**algorithm, "aggregation": aggregation}, runtime, **extra)
-        with pytest.MonkeyPatch.context() as mp:
-            if aggregation == "ps" and algorithm["name"] == "esync":  # see the module's docstring
-                mp.setattr(LAUNCHER, ThreadedClients)
-            run_scenario(load_scenario(data), folder, progress=False)
+        run_scenario(load_scenario(data), folder, progress=False)
         final = finals.get(aggregation)
         out[aggregation] = {"final": None if final is None else final.params, "buffers": final and final.buffers, "metrics": read_jsonl(folder / "metrics.jsonl")[-1],
                             "clients": read_jsonl(folder / "clients.jsonl"),
