@@ -27,6 +27,12 @@ def test_a_coordinator_killed_after_an_entrys_final_row_resumes_without_a_second
     lab.start_client(0)
     lab.start_client(1)
 
+    def final_row_saved() -> bool:
+        try:
+            return (checkpoint.load(lab.run_dir).current or {}).get("final_row") is not None
+        except checkpoint.CheckpointError:  # none saved yet
+            return False
+
     def rows() -> list[dict]:
         return rows_by_entry(lab.run_dir).get("asgd", []) if (lab.run_dir / "metrics.jsonl").exists() else []
 
@@ -34,6 +40,10 @@ def test_a_coordinator_killed_after_an_entrys_final_row_resumes_without_a_second
     paused = psutil.Process(lab.clients[1].pid)
     paused.suspend()  # ASGD goes on with client 0
     lab.wait_for(lambda: any(r["time_s"] >= BUDGET_S for r in rows()), 60, "the final evaluation")
+    # The checkpoint that knows the final row is saved just after the row (a kill in between, on a busy
+    # host, re-evaluates on resume: a narrower window, noted in issue 33); this test's moment is the wait
+    # for the statistics that follows both.
+    lab.wait_for(final_row_saved, 60, "the checkpoint of the final row")
     lab.coordinator.kill()  # waiting for the paused client's STATS: the entry is not finished
     lab.coordinator.wait()
     lab.coordinator = None
