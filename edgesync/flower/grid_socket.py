@@ -85,7 +85,6 @@ class GridSocket:
         self.algorithm_names = list(algorithm_names)
         self.layout: ModelLayout | None = None  # the global model (set by the coordinator): stock nodes' weights
         self.stock: dict[bytes, StockNode] = {}
-        self.hellos: set[str] = set()  # Flower message ids of query.hello in flight
         self.hello_meta: dict[bytes, dict] = {}  # each node's HELLO (its rank, profile and host), said again on a return
         self.failing: dict[bytes, str] = {}  # nodes whose last reply is an error, and why
         self.address = f"the Flower SuperLink (run {grid.run.run_id})"
@@ -212,8 +211,6 @@ class GridSocket:
         self.kinds[ids[0]] = message.type
         self._pull_gap = FLOWER_PULL_INTERVAL_S  # its reply is looked for soon, then less often
         self._next_pull = min(self._next_pull, time.monotonic() + self._pull_gap)
-        if message.type == T.HELLO:
-            self.hellos.add(ids[0])
         self.bytes_out[peer] += size
         return size
 
@@ -230,9 +227,8 @@ class GridSocket:
             peer = self.in_flight.pop(asked, None)
             if peer is None:
                 continue
-            hello = asked in self.hellos
-            self.hellos.discard(asked)
             asked_kind = self.kinds.pop(asked, None)
+            hello = asked_kind == T.HELLO
             if hello and (why := stock_reason(reply)) is not None:
                 msg = self._stock_node(peer, why)
             else:
