@@ -63,7 +63,8 @@ def test_fl_churn_live_with_slots_draws_online_clients_only(tmp_path):
     online = online_intervals(rows, "fedavg", 12, 8.0)
     draws = [r for r in rows if "participants" in r]
     closes = {r["round"]: r for r in rows if "contributors" in r}
-    assert len(draws) >= 3 and any(r["presence"] == "offline" for r in rows if "presence" in r)
+    # two draws at least (a loaded host, where the parallel tests run, fits two rounds into the 8 s; an idle one five)
+    assert len(draws) >= 2 and any(r["presence"] == "offline" for r in rows if "presence" in r)
     for draw in draws:
         t = draw["time_s"]
         up = [c for c, iv in online.items() if online_throughout(iv, t, t)]
