@@ -1,12 +1,9 @@
-"""The suite's two lanes (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
-(pytest-xdist) at the lowest CPU priority, and beside them the `timing` and `ray` ones one after another at
-normal priority.
+"""The suite's two parts (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
+(pytest-xdist), then the `timing` ones run alone, one after another.
 
 In the parallel part the long tests start first, so that the last minutes are not one long test running
 while the other workers idle: `slow` tests go to the front of the collection, in the order written here,
-and xdist's work stealing hands out the rest. (Dealing the slow tests out so that every worker starts with
-its share of them was tried: every worker then ran a heavy test at once, and the suite took 1,319 s against
-1,206 s, a real-SuperLink Flower run overran its 240 s bound, and the timing lane slowed from 607 s to 719 s.)
+and xdist's work stealing hands out the rest.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates as on a quiet machine: the timing lane
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: run alone
 
 SIZE = ["stop.target_acc=0.70", "stop.stop_at_target=true", "eval.test_size=1000"]
 
