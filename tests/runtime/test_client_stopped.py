@@ -3,9 +3,9 @@ lost once and back once: on waking it counts the coordinator's silence from then
 taken back, rather than also reconnecting as if the coordinator had gone (CI saw `lost == 2`)."""
 from __future__ import annotations
 
-import pytest
-
 import time
+
+import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.live.client import EdgeClient

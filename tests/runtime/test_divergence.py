@@ -1,9 +1,9 @@
 """A diverging algorithm ends early, marked as such, and the run goes on with the next one."""
 from __future__ import annotations
 
-import pytest
-
 import json
+
+import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.runs import run_scenario

@@ -1,8 +1,6 @@
 """Availability, traces and partial participation in the live runtime, over real sockets."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import statistics
@@ -10,6 +8,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from edgesync.constants import OFFLINE_PROBE_S
 from edgesync.metrics.recorder import read_jsonl

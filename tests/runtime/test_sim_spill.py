@@ -1,12 +1,11 @@
 """Updates in flight past `sim.spill_mb` wait on disk (runtime/sim/spill.py): bit for bit the same run."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import logging
 from pathlib import Path
 
+import pytest
 import torch
 
 from edgesync.algorithms.machinery.base import Update
