@@ -33,3 +33,19 @@ def shared_calibration_cache_and_own_ray(tmp_path_factory: pytest.TempPathFactor
         # (`--ray ADDRESS`) still reaches it.
         mp.setenv("RAY_ADDRESS", "local")
         yield
+
+
+@pytest.fixture
+def client_process():
+    """`client_process(parent, rank)`: the running `edgesync client … --rank RANK` process under `parent` (a
+    psutil.Process), found by its command line; a client forked from the warm process
+    (runtime/live/warm_start.py) is a grandchild and shows the command as its process title."""
+    def find(parent, rank: int, slots: int | None = None):
+        for proc in parent.children(recursive=True):
+            words = " ".join(proc.cmdline()).split()
+            if "client" not in words or "--rank" not in words or words[words.index("--rank") + 1] != str(rank):
+                continue
+            if slots is None or (("--slots" in words and words[words.index("--slots") + 1] == str(slots))):
+                return proc
+        raise AssertionError(f"no client process with --rank {rank} under PID {parent.pid}")
+    return find

@@ -74,7 +74,7 @@ def test_run_quickstart_on_a_data_slice_writes_a_complete_run_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path):
+def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path, client_process):
     """SIGKILL one of four clients during SSGD: the barrier closes without it from then on, ASGD runs
     with the other three, and the run folder says which client was lost and why."""
     out = tmp_path / "run"
@@ -88,8 +88,7 @@ def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path):
         while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert metrics.exists(), "training never started"
-        children = psutil.Process(proc.pid).children()
-        victim = next(c for c in children if "--rank" in c.cmdline() and c.cmdline()[-1] == "1")
+        victim = client_process(psutil.Process(proc.pid), 1)
         victim.send_signal(signal.SIGKILL)
         killed_at = json.loads(metrics.read_text().splitlines()[-1])
         stdout, stderr = proc.communicate(timeout=120)

@@ -106,7 +106,7 @@ def test_the_simulator_charges_the_ring_over_the_clients_links(tmp_path, monkeyp
     assert by_client[3]["bytes_up"] == pytest.approx(ROUNDS * 1.5 * vector, rel=0.01)
 
 
-def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path):
+def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path, client_process):
     """`edgesync run`'s coordinator in a thread of this process (the CLI is not what is tested), three
     clients in real processes; client 2's is killed once training has begun and 0 and 1 ring on."""
     import threading
@@ -136,8 +136,7 @@ def test_a_client_killed_mid_run_restarts_the_round_without_it(tmp_path):
         assert running.is_alive(), errors
         time.sleep(0.2)
     assert metrics.exists(), "training never started"
-    victim = next(c for c in psutil.Process().children()
-                  if "--rank" in c.cmdline() and c.cmdline()[-1] == "2")
+    victim = client_process(psutil.Process(), 2)
     victim.send_signal(signal.SIGKILL)
     killed_at = json.loads(metrics.read_text().splitlines()[-1])
     running.join(120)

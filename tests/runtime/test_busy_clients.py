@@ -81,3 +81,21 @@ def test_silence_counts_from_when_the_coordinator_listens_again(clock):
     assert live.silent([0]) == []
     clock.now += 1.0
     assert live.silent([0]) == [(0, 2.5)]  # still nothing once it listens: lost
+
+
+def test_a_joined_client_waits_only_until_its_own_heartbeat_is_due():
+    """The coordinator's heartbeats (or any message) arriving while a client listens must not stretch the
+    client's own silence: it used to wait a whole interval after each message heard, so that its heartbeats
+    came up to two intervals apart, and a coordinator with faults.client_timeout_s = 2 (twice the interval)
+    lost it ("silent for 2.1 s") though it was fine."""
+    from types import SimpleNamespace
+    from edgesync.constants import HEARTBEAT_INTERVAL_S
+    client = object.__new__(EdgeClient)
+    client.device_schedule = None
+    client.ctx = SimpleNamespace(sock=SimpleNamespace(last_send=time.monotonic() - 0.7 * HEARTBEAT_INTERVAL_S))
+    client.rank = 0
+    assert client._wait_s() <= 0.3 * HEARTBEAT_INTERVAL_S + 0.01
+    client.ctx.sock.last_send -= HEARTBEAT_INTERVAL_S  # overdue: no wait at all
+    assert client._wait_s() == 0.0
+    client.rank = None  # not joined yet: no heartbeats, so a whole interval (not a busy loop of zero waits)
+    assert client._wait_s() == HEARTBEAT_INTERVAL_S

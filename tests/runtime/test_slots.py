@@ -178,7 +178,7 @@ def test_edgesync_run_spreads_many_clients_over_processes_of_slots():
 
 
 @pytest.mark.slow
-def test_a_killed_process_of_slots_loses_its_clients_and_the_others_go_on(tmp_path):
+def test_a_killed_process_of_slots_loses_its_clients_and_the_others_go_on(tmp_path, client_process):
     """`edgesync run` with live.processes 2: five clients in two `--slots` processes; the second process is
     killed mid-run: its two clients are lost, the three of the first train on to the end."""
     import psutil
@@ -196,9 +196,7 @@ def test_a_killed_process_of_slots_loses_its_clients_and_the_others_go_on(tmp_pa
     while not (metrics.exists() and metrics.read_text().strip()):  # training has started
         assert time.monotonic() < deadline and running.is_alive(), errors
         time.sleep(0.2)
-    second = [p for p in psutil.Process().children() if " --rank 3 --slots 2" in " ".join(p.cmdline())]
-    assert len(second) == 1
-    second[0].kill()
+    client_process(psutil.Process(), 3, slots=2).kill()
     running.join(120)
     assert not running.is_alive() and errors == []
     got = rows(tmp_path / "run")

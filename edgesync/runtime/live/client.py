@@ -4,20 +4,17 @@ Passive by design (server-driven): SETUP builds the trainer and the algorithm's 
 algorithm, CALIBRATE measures the undisturbed step time, TRAIN runs the client half and sends its
 update, END reports this client's totals. The device profile's throttle wraps the trainer's steps.
 
-With CURVE keys (transport/security.py) the link is encrypted and the coordinator checks this
-client's key; a refusal ends the client with a ClientFailed that says what to fix.
+CURVE keys (transport/security.py) encrypt the link; a refused key ends the client with a ClientFailed saying why.
 
-Availability (a scenario's `availability:`): the client follows its own schedule on the algorithm's clock
-(device_schedule.py). Gone offline (between steps, or inside a throttled step's sleep), it loses the
-instruction it was running and closes its socket with whatever it held unsent; it waits until the
-coordinator takes it back, asking on a new socket now and then (offline_device.py: the next algorithm may
-have begun), and is set up afresh. A device trace's factor is taken at each step's start on that clock.
+Availability (`availability:`): the client follows its own schedule on the algorithm's clock (device_schedule.py).
+Gone offline (between steps, or in a throttled step's sleep), it loses the instruction it ran and closes its
+socket with whatever it held unsent; it asks on a new socket now and then until the coordinator takes it back
+(offline_device.py), and is set up afresh. A trace's factor is taken at each step's start on that clock.
 
-Liveness: after a second without sending anything (idle, or inside a long throttled step) the client
-sends HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (faults.client_timeout_s) it
-is presumed gone: the client reconnects on a new socket with exponential backoff and asks for its old rank
-(a coordinator resumed with `--resume`, or one that dropped it, takes it back). That silence counts only
-while the client listens: a process stopped for a while (SIGSTOP) first says it is alive on its socket.
+Liveness: a second after it last sent anything (idle, listening, or in a long throttled step) the client sends
+HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (faults.client_timeout_s) it is presumed
+gone: the client reconnects on a new socket with exponential backoff and asks for its old rank (a resumed
+coordinator, or one that dropped it, takes it back). That silence counts only while the client listens.
 """
 from __future__ import annotations
 
@@ -152,6 +149,8 @@ class EdgeClient:
                 if msg is not None:
                     if not self._handle(sock, msg):
                         return
+                    if self.rank is not None:
+                        self.ctx.heartbeat()  # if due: a message heard is none said
                     continue
                 now = time.monotonic()
                 if now - tick > wait_s + 2 * HEARTBEAT_INTERVAL_S:  # stopped while it waited: not listening
@@ -192,8 +191,7 @@ class EdgeClient:
             self.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
         self.ctx.pending.clear()
         self.session = None  # the coordinator sets this client up again
-        delay, deadline = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S
-        tries = 0
+        delay, deadline, tries = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S, 0
         while True:
             tries += 1
             sock = self.new_socket()
@@ -288,8 +286,10 @@ class EdgeClient:
         return self.device_schedule.offline_deadline() if self.device_schedule is not None else math.inf
 
     def _wait_s(self) -> float:
-        """How long the main loop may wait for a message: until a heartbeat is due, or the device goes offline."""
-        return max(0.0, min(HEARTBEAT_INTERVAL_S, self._offline_deadline() - time.perf_counter()))
+        """How long the main loop may wait: until our heartbeat is due (from our last send: messages heard
+        meanwhile must not stretch our silence past the interval), or the device goes offline."""
+        due = HEARTBEAT_INTERVAL_S - (time.monotonic() - self.ctx.sock.last_send) * (self.rank is not None)
+        return max(0.0, min(due, self._offline_deadline() - time.perf_counter()))
 
     def _go_offline(self) -> bool:
         """The device goes offline (its availability) until taken back; False if the run ended without it."""
