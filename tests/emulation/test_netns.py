@@ -6,6 +6,7 @@ namespace and a client process inside the namespace; ±10% of the configured rat
 ≈95.6% of a frame-counting shaper). Every command and transfer is bounded in time; about 15 s total.
 """
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -198,13 +199,18 @@ def test_failure_half_way_leaves_nothing_behind(netns_ok, monkeypatch):
         calls.append(mbps)
         return "bogus" if len(calls) >= 3 else real(mbps)
 
+    def ours() -> set[str]:  # this process's "esf" lab's names: other tests' labs may come and go meanwhile
+        namespaces, links = _names()
+        return ({n for n in namespaces if n.startswith(f"esf-{os.getpid()}-")}
+                | {n for n in links if re.fullmatch(r"esf[0-9a-f]{6}[hn]\d+", n)})
+
     monkeypatch.setattr(shaping, "_format_rate", fail_on_third)
-    before = _names()
+    assert ours() == set()
     with pytest.raises(NetnsCommandError, match="bogus") as err:
         NetnsLab(2, up=[DirectionShape(5)] * 2, down=[DirectionShape(20)] * 2, prefix="esf")
     assert "tc" in str(err.value) and err.value.stderr  # names the command and its stderr
     assert len(calls) == 4  # host 0 shaped both ways, host 1's commands built and its downlink failed
-    assert _names() == before
+    assert ours() == set()
 
 
 def test_cleanup_stale_removes_a_killed_labs_leftovers_only(lab):

@@ -47,9 +47,10 @@ from edgesync.transport.security import ServerKeys, local_keys
 log = logging.getLogger("edgesync.launcher")
 
 # One process per client while there are at most this many per core. Each client process holds its own
-# interpreter and torch runtime (≈ 690 MB resident, 510 MB of it `import torch`; docs/benchmarks.md, "Many
-# devices per process") and takes seconds of CPU to start, while it computes on one torch thread: past a
-# few per core, more processes add memory and start-up, not compute. A slot adds ≈ 2–3 MB.
+# data, model and allocator (forked from the warm process it shares torch's pages, ≈ 510 MB, with the
+# others; docs/benchmarks.md, "Starting local clients" and "Many devices per process"), while it computes on
+# one torch thread: past a few per core, more processes add memory and switching, not compute. A slot adds
+# ≈ 2–3 MB.
 LOCAL_PROCESSES_PER_CORE = 4
 SHARD_START_TIMEOUT_S = 60.0  # a follower shard process's start (imports torch)
 
