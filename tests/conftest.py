@@ -1,5 +1,6 @@
-"""The suite's two parts (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
-(pytest-xdist), then the `timing` ones run alone, one after another.
+"""The suite's parts (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
+(pytest-xdist) at low priority, the `timing` ones one after another beside them, then the `ray` ones by
+themselves.
 
 In the parallel part the long tests start first, so that the last minutes are not one long test running
 while the other workers idle: `slow` tests go to the front of the collection, in the order written here,

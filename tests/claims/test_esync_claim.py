@@ -15,7 +15,7 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.alone]  # calibrates on a quiet machine
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: one core, at priority
 
 SIZE = ["stop.target_acc=0.70", "stop.stop_at_target=true", "eval.test_size=1000"]
 

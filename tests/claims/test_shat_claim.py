@@ -14,7 +14,7 @@ import pytest
 
 from claim_runs import assert_direction, claim_result, entries, run_experiment
 
-pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.alone]  # calibrates on a quiet machine
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # calibrates on a quiet machine: one core, at priority
 
 SETTING = ["sweep={clients.7.profile: [x100]}", entries("shat_hetero", "asp", "shat")]
 SIZE = ["seeds=[0, 1]", "stop.max_updates=400"]

@@ -7,7 +7,7 @@ import pytest
 from edgesync.emulation.compute_turn import ComputeTurn
 from edgesync.emulation.throttle import IDLE_EVERY_S
 
-pytestmark = pytest.mark.timing  # elapsed times: run alone (scripts/test.sh)
+pytestmark = pytest.mark.timing  # elapsed times: one at a time, at normal priority (scripts/test.sh)
 
 
 def wait_until(condition, timeout_s=5.0):

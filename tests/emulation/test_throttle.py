@@ -10,7 +10,7 @@ from edgesync.emulation.profiles import ConstantProfile, FactorSampler, parse_pr
 from edgesync.emulation.throttle import Throttle, needs_throttle, sleep_until
 from edgesync.trainer import Trainer, TrainerStats
 
-pytestmark = pytest.mark.timing  # elapsed times: run alone (scripts/test.sh)
+pytestmark = pytest.mark.timing  # elapsed times: one at a time, at normal priority (scripts/test.sh)
 
 COMPUTE_S = 0.002
 

@@ -2,7 +2,7 @@
 own and `edgesync.flower.apps:clientapp`) on a real SuperLink with a ×1 and a ×10 SuperNode.
 
 Stock `FedAvg` for 3 rounds (weights move every round, the ×10 node's compute time ≈ 10× the other's,
-accuracy rises), then stock `FedAdam` for 2 rounds on the same lab. About a minute and a half on 2 cores,
+accuracy rises), then stock `FedAdam` for a round on the same lab. About a minute and a half on 2 cores,
 four under heavy load (a SuperNode starts a process per message and polls every 3 s).
 """
 from __future__ import annotations
@@ -61,5 +61,5 @@ def test_stock_fedavg_and_fedadam_drive_edgesyncs_clientapp_on_a_superlink(lab, 
     acc = [fedavg["accuracy"][str(r)] for r in (1, 2, 3)]
     assert acc[2] > acc[0] and acc[2] > 0.25, acc  # 18 steps of 32 samples: well above chance (0.1)
 
-    fedadam = _run(lab, app, tmp_path / "fedadam", strategy="fedadam", **{"num-server-rounds": 2})
-    assert len(fedadam["train"]) == 4 and len(set(fedadam["norms"])) == 3, fedadam
+    fedadam = _run(lab, app, tmp_path / "fedadam", strategy="fedadam", **{"num-server-rounds": 1})
+    assert len(fedadam["train"]) == 2 and len(set(fedadam["norms"])) == 2, fedadam  # both nodes; the model moved

@@ -1,6 +1,6 @@
 """All-reduce aggregation live (gloo over 127.0.0.1, real client processes) and in the simulator.
 
-SSGD (momentum 0.9) and ESync, 4 clients, 20 rounds: the all-reduce form ends on the parameter-server
+SSGD (momentum 0.9) and ESync, 4 clients, 10 rounds: the all-reduce form ends on the parameter-server
 form's model (to float precision: the two sum in different orders), every client's bytes are the ring's
 2(N−1)/N of the vector per round, and θ travels once. A client killed mid-run (of three): the round starts
 again without it and the run goes on.
@@ -30,7 +30,7 @@ from edgesync.config import load_scenario
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 20
+ROUNDS = 10
 
 
 def scenario(algorithm: dict, runtime: str = "live", **extra) -> dict:
@@ -86,10 +86,11 @@ def test_all_reduce_ends_on_the_parameter_servers_model(tmp_path, monkeypatch, a
     for c in range(1, n):
         assert ROUNDS * share * vector < by_client[c]["bytes_up"] < ROUNDS * share * vector * 1.01, by_client[c]
     reports = (by_client[0]["bytes_up"] - by_client[1]["bytes_up"]) / vector  # a report in flight at the end
-    assert ROUNDS - 0.01 < reports < ROUNDS + 1.01, reports                   # (the 21st round's) may count too
+    assert ROUNDS - 0.01 < reports < ROUNDS + 1.01, reports                   # (the next round's) may count too
     for c in range(n):  # θ once (the first round), then instructions of metadata only
         assert ps_by_client[c]["bytes_down"] > ROUNDS * vector and vector < by_client[c]["bytes_down"] < 1.1 * vector
-    assert ring["metrics"]["bytes_up"] == pytest.approx(sum(r["bytes_up"] for r in ring["clients"]), rel=0.01)
+    in_flight = sum(r["bytes_up"] for r in ring["clients"]) - ring["metrics"]["bytes_up"]
+    assert 0 <= in_flight < 1.01 * vector, in_flight  # the clients' totals may hold the next round's report too
 
 
 def test_the_simulator_charges_the_ring_over_the_clients_links(tmp_path, monkeypatch):

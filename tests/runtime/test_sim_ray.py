@@ -28,8 +28,8 @@ def scenario(backend: str, **overrides) -> dict:
                    {"profile": "x1", "link": {"rate_mbps": 20, "latency_ms": 30}}, "x4"],
         "algorithms": [{"name": "asgd", "lr": 0.05}, {"name": "ssgd", "lr": 0.1},
                        {"name": "dgs", "lr": 0.05}, {"name": "esync", "lr": 0.05}],
-        "stop": {"time_budget_s": 1.5, "target_acc": None},
-        "eval": {"every_s": 0.25, "test_size": 200},
+        "stop": {"time_budget_s": 1.0, "target_acc": None},
+        "eval": {"every_s": 0.2, "test_size": 200},
         "sim": {"base_step_s": 0.02, "server_time": "zero", "backend": backend},
     }
     data.update(overrides)

@@ -12,7 +12,7 @@ from edgesync.runtime.live.run_clock import RunClock
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
-pytestmark = pytest.mark.timing  # elapsed times: run alone (scripts/test.sh)
+pytestmark = pytest.mark.timing  # elapsed times: one at a time, at normal priority (scripts/test.sh)
 
 
 @pytest.fixture
