@@ -20,6 +20,7 @@ from raw_client import RawClient
 
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.bookkeeping import checkpoint
+from edgesync.runtime.live.warm_start import warm_starter
 from edgesync.transport import protocol
 from edgesync.transport.protocol import COORDINATOR_TYPES, Message
 
@@ -53,16 +54,20 @@ class Lab:
         self.scenario = tmp_path / "scenario.yaml"
         self.scenario.write_text(yaml.safe_dump(scenario))
         self.coordinator: subprocess.Popen | None = None
-        self.clients: dict[int, subprocess.Popen] = {}
-        self.procs: list[subprocess.Popen] = []
+        self.clients: dict = {}  # rank → its process (warm_start.WarmProcess)
+        self.procs: list = []
 
     def start_coordinator(self, *args: str) -> None:
         cmd = [sys.executable, "-m", "edgesync.cli", "coordinator", "--bind", self.address, "-q", *args]
         self.coordinator = self._spawn(cmd, self.tmp / f"coordinator-{len(self.procs)}.out")
 
-    def start_client(self, rank: int, *args: str) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "edgesync.cli", "client", "--connect", self.address, "--rank", str(rank), *args]
-        self.clients[rank] = self._spawn(cmd, self.tmp / f"client-{rank}-{len(self.procs)}.out")
+    def start_client(self, rank: int, *args: str):
+        """`edgesync client --connect … --rank RANK …`, forked from the warm process as `edgesync run` starts its
+        clients (runtime/live/warm_start.py): the same command, without a torch import per client."""
+        out = self.tmp / f"client-{rank}-{len(self.procs)}.out"
+        argv = ["client", "--connect", self.address, "--rank", str(rank), *args]
+        self.clients[rank] = warm_starter().start(argv, out, ENV, cwd=REPO)
+        self.procs.append(self.clients[rank])
         return self.clients[rank]
 
     def _spawn(self, cmd: list[str], out: Path) -> subprocess.Popen:

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from queue import Empty, Queue
 
+from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
+
 WARM_START_ENV = "EDGESYNC_WARM_START"
 COMMAND, COMMAND_MAIN = "edgesync.cli", "edgesync.cli.app"  # `python -m edgesync.cli`, and what it imports
 START_TIMEOUT_S = 120.0  # the warm process's own start (imports torch), on a host that may be busy
@@ -82,9 +84,10 @@ class WarmStarter:
         self._pids: Queue = Queue()
         self._exits: dict[int, int] = {}
 
-    def start(self, argv: list[str], log: Path, env: dict[str, str]) -> WarmProcess:
-        """Fork `edgesync <argv…>` from the warm process, its stdout and stderr appended to `log`."""
-        request = json.dumps({"argv": argv, "log": str(log), "env": env, "cwd": os.getcwd()}) + "\n"
+    def start(self, argv: list[str], log: Path, env: dict[str, str], cwd: str | Path | None = None) -> WarmProcess:
+        """Fork `edgesync <argv…>` from the warm process, its stdout and stderr appended to `log`, in `cwd`
+        (default: this process's)."""
+        request = json.dumps({"argv": argv, "log": str(log), "env": env, "cwd": str(cwd or os.getcwd())}) + "\n"
         with self._lock:
             proc = self._ensure(env)
             proc.stdin.write(request.encode())
@@ -110,7 +113,10 @@ class WarmStarter:
     def _ensure(self, env: dict[str, str]) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
             self._pids = Queue()
-            self._proc = subprocess.Popen([sys.executable, "-m", __name__], env=env, stdin=subprocess.PIPE,
+            # What every client needs from its interpreter's start (glibc reads its malloc settings then, torch
+            # its thread count at import) is the warm process's own; the rest of `env` is each child's.
+            own = {**env, **CLIENT_THREAD_ENV, **MALLOC_ENV, "PYTHONUNBUFFERED": "1"}
+            self._proc = subprocess.Popen([sys.executable, "-m", __name__], env=own, stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, stderr=None)
             threading.Thread(target=self._read, args=(self._proc, self._pids), name="warm-start-replies",
                              daemon=True).start()
