@@ -94,11 +94,12 @@ def test_malformed_sweeps_are_rejected(tmp_path, sweep, message):
 
 
 def _refused_at_once(path: Path) -> list[str]:
-    """The problem lines of loading `path`, which must fail well under a second."""
-    start = time.perf_counter()
+    """The problem lines of loading `path`, which must fail well under a second of work (CPU time: the wall
+    time of a busy host's test says nothing about whether the sweep was expanded first)."""
+    start = time.process_time()
     with pytest.raises(ScenarioError) as err:
         load_scenario(path)
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
     return str(err.value).splitlines()
 
 

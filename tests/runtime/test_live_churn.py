@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOLERANCE_S = 0.05  # a client acts on its own view of the algorithm's clock: it runs behind by a message's latency
 
 
+@pytest.mark.timing  # the traced client's step times, ×1 then ×4 of its base step
 def test_a_client_goes_offline_at_its_time_and_returns_set_up_afresh(loopback, caplog):
     caplog.set_level("INFO")
     run = loopback(
