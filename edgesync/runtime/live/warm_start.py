@@ -17,6 +17,7 @@ every client as a process of its own instead.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import os
 import runpy
@@ -43,13 +44,13 @@ def enabled() -> bool:
 class WarmProcess:
     """A child of the warm process, with the part of `subprocess.Popen`'s interface the launcher uses."""
 
-    def __init__(self, starter: "WarmStarter", pid: int, args: list[str]):
-        self.starter, self.pid, self.args = starter, pid, args
+    def __init__(self, starter: "WarmStarter", pid: int, serial: int, args: list[str]):
+        self.starter, self.pid, self.serial, self.args = starter, pid, serial, args
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.starter.exit_code(self.pid)
+            self.returncode = self.starter.exit_code(self.serial, self.pid)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -82,7 +83,7 @@ class WarmStarter:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._pids: Queue = Queue()
-        self._exits: dict[int, int] = {}
+        self._exits: dict[int, int] = {}  # by the child's serial number: PIDs come round again (pid_max)
 
     def start(self, argv: list[str], log: Path, env: dict[str, str], cwd: str | Path | None = None) -> WarmProcess:
         """Fork `edgesync <argv…>` from the warm process, its stdout and stderr appended to `log`, in `cwd`
@@ -93,22 +94,22 @@ class WarmStarter:
             proc.stdin.write(request.encode())
             proc.stdin.flush()
             try:
-                pid = self._pids.get(timeout=START_TIMEOUT_S)
+                born = self._pids.get(timeout=START_TIMEOUT_S)
             except Empty:
                 raise RuntimeError(f"the warm client process (PID {proc.pid}) did not fork a client within "
                                    f"{START_TIMEOUT_S:g} s") from None
-            if pid is None:
+            if born is None:
                 raise RuntimeError(f"the warm client process exited with code {proc.poll()} before forking a client")
-        return WarmProcess(self, pid, ["edgesync", *argv])
+        return WarmProcess(self, born["pid"], born["serial"], ["edgesync", *argv])
 
-    def exit_code(self, pid: int) -> int | None:
-        if pid in self._exits:
-            return self._exits[pid]
+    def exit_code(self, serial: int, pid: int) -> int | None:
+        if serial in self._exits:
+            return self._exits[serial]
         proc = self._proc
         if proc is not None and proc.poll() is not None and not _alive(pid):
             # The warm process is gone, so nobody reports this child's status: it has exited, code unknown.
-            self._exits[pid] = -signal.SIGKILL
-        return self._exits.get(pid)
+            self._exits[serial] = -signal.SIGKILL
+        return self._exits.get(serial)
 
     def _ensure(self, env: dict[str, str]) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
@@ -125,10 +126,10 @@ class WarmStarter:
     def _read(self, proc: subprocess.Popen, pids: Queue) -> None:
         for line in proc.stdout:
             message = json.loads(line)
-            if "pid" in message:
-                pids.put(message["pid"])
+            if "exited" in message:
+                self._exits[message["serial"]] = message["code"]
             else:
-                self._exits[message["exited"]] = message["code"]
+                pids.put(message)
         pids.put(None)  # the warm process is gone: a start waiting for a PID fails at once
 
 
@@ -159,6 +160,8 @@ def _alive(pid: int) -> bool:
 def serve() -> None:
     """Import what a client needs, then fork a child per request until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the run and its clients; EOF ends this one
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever an import prints goes to stderr, not into the replies
     import torch  # noqa: F401  the cost every client would otherwise pay
     import edgesync.runtime.live.client  # noqa: F401  the client and its slots
     import edgesync.runtime.live.slots  # noqa: F401
@@ -166,11 +169,12 @@ def serve() -> None:
     # `edgesync` command, it does not call into the CLI layer above it).
     importlib.import_module(COMMAND_MAIN)
     _set_title("edgesync warm client starter")  # also readies setproctitle while argv and environ are intact
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    serials: dict[int, int] = {}  # PID → serial number, of the children not reaped yet
+    numbers = itertools.count(1)
     pending = b""
     while True:
         readable, _, _ = select.select([0], [], [], 0.1)
-        _reap(replies)
+        _reap(replies, serials)
         if not readable:
             continue
         chunk = os.read(0, 1 << 16)
@@ -182,10 +186,11 @@ def serve() -> None:
             pid = os.fork()
             if pid == 0:
                 _child(json.loads(line), replies.fileno())
-            replies.write(json.dumps({"pid": pid}) + "\n")
+            serials[pid] = serial = next(numbers)
+            replies.write(json.dumps({"pid": pid, "serial": serial}) + "\n")
 
 
-def _reap(replies) -> None:
+def _reap(replies, serials: dict[int, int]) -> None:
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -193,7 +198,8 @@ def _reap(replies) -> None:
             return
         if pid == 0:
             return
-        replies.write(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}) + "\n")
+        code = os.waitstatus_to_exitcode(status)
+        replies.write(json.dumps({"exited": pid, "serial": serials.pop(pid, 0), "code": code}) + "\n")
 
 
 def _child(request: dict, replies_fd: int) -> None:
@@ -201,8 +207,6 @@ def _child(request: dict, replies_fd: int) -> None:
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        argv = request["argv"]
-        _set_title("edgesync " + " ".join(argv))
         os.close(replies_fd)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -214,6 +218,8 @@ def _child(request: dict, replies_fd: int) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        argv = request["argv"]
+        _set_title("edgesync " + " ".join(argv))  # set up in the warm process, so environ may change first
         sys.argv = ["edgesync", *argv]
         try:
             runpy.run_module(COMMAND, run_name="__main__", alter_sys=True)  # `python -m edgesync.cli …`

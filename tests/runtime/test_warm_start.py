@@ -1,0 +1,51 @@
+"""The warm process local clients are forked from (runtime/live/warm_start.py): each child runs the
+`edgesync client …` command it was given, shows it as its process title, writes to its own log, and its
+exit status reaches the launcher as a Popen's would (a code, or minus the signal that ended it)."""
+from __future__ import annotations
+
+import time
+
+import psutil
+
+from edgesync.runtime.live.launcher import client_env
+from edgesync.runtime.live.warm_start import warm_starter
+
+NOWHERE = "tcp://127.0.0.1:9"  # nothing listens there: a client waits for its --connect-timeout, then gives up
+
+
+def test_a_child_runs_its_command_under_its_title_and_exits_with_its_code(tmp_path):
+    log = tmp_path / "client.log"
+    child = warm_starter().start(["client", "--connect", NOWHERE, "--rank", "3", "--connect-timeout", "2"],
+                                 log, client_env(), cwd=tmp_path)
+    deadline = time.monotonic() + 20
+    while (words := " ".join(psutil.Process(child.pid).cmdline()).split())[:2] != ["edgesync", "client"]:
+        assert time.monotonic() < deadline, words  # a fresh child titles itself first thing
+        time.sleep(0.01)
+    assert words[words.index("--rank") + 1] == "3", words
+    assert psutil.Process(child.pid).cwd() == str(tmp_path)
+    assert child.poll() is None
+    assert child.wait(60) == 1  # gave up: the command's own exit code
+    assert "gave up after 2 s (--connect-timeout 2)" in log.read_text()
+
+
+def test_a_bad_option_is_the_commands_one_line_and_exit_2(tmp_path):
+    log = tmp_path / "client.log"
+    child = warm_starter().start(["client", "--connect", NOWHERE, "--rank", "-1"], log, client_env())
+    assert child.wait(60) == 2
+    assert "--rank -1: must be 0 or more" in log.read_text()
+
+
+def test_a_killed_child_reports_the_signal_and_the_next_child_is_told_apart(tmp_path):
+    starter = warm_starter()
+    args = ["client", "--connect", NOWHERE, "--connect-timeout", "60"]
+    first = starter.start(args, tmp_path / "first.log", client_env())
+    first.kill()
+    assert first.wait(30) == -9
+    second = starter.start(args, tmp_path / "second.log", client_env())
+    assert second.serial != first.serial and second.poll() is None  # its own status, whatever its PID
+    second.terminate()
+    second.wait(30)  # reaped by the warm process: gone, not a zombie left behind
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(second.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(second.pid) or psutil.Process(second.pid).status() == psutil.STATUS_ZOMBIE
