@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from queue import Empty, Queue
 
+import psutil
+
 from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
 
 WARM_START_ENV = "EDGESYNC_WARM_START"
@@ -106,7 +108,7 @@ class WarmStarter:
         if serial in self._exits:
             return self._exits[serial]
         proc = self._proc
-        if proc is not None and proc.poll() is not None and not _alive(pid):
+        if proc is not None and proc.poll() is not None and not psutil.pid_exists(pid):
             # The warm process is gone, so nobody reports this child's status: it has exited, code unknown.
             self._exits[serial] = -signal.SIGKILL
         return self._exits.get(serial)
@@ -143,16 +145,6 @@ def warm_starter() -> WarmStarter:
         if _starter is None:
             _starter = WarmStarter()
         return _starter
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- the warm process --------------------------------------------------------------------------------------
