@@ -1,7 +1,7 @@
 """Local client start-up: forked from the warm process (runtime/live/warm_start.py) against a fresh
 process per client (`EDGESYNC_WARM_START=0`, how `edgesync run` started them before).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/warm_start.py [--clients 4,16] [--repeats 3]
+    PYTHONPATH=. .venv/bin/python benchmarks/warm_start.py [--clients 4,16] [--repeats 3] [--write-docs]
 
 For each client count N and each way, `LocalClients` (what `edgesync run` uses) starts N clients towards
 a bare ZeroMQ ROUTER socket in this process that only notes when each client's HELLO arrives: the time
@@ -11,7 +11,8 @@ the clients' proportional set size (PSS: shared pages split between the processe
 process counted with its children) is what they hold. A warm start is measured with its warm process
 already running, as every start after a run's first is (the first start's extra cost, the warm process's
 own import, is printed beside). Ways and counts interleave within each repeat; figures are mean ± sample
-standard deviation over the repeats.
+standard deviation over the repeats. `--write-docs` puts the table in docs/benchmarks.md's
+`warm_start:table` block.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from edgesync.runtime.live import warm_start
 from edgesync.runtime.live.launcher import LocalClients
 
 MB = 2 ** 20
+ROOT = Path(__file__).resolve().parents[1]
 CONNECT_TIMEOUT_S = 120  # the clients wait this long for a WELCOME that never comes; they are stopped first
 
 
@@ -69,6 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="4,16")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = ap.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     results: dict[tuple[int, bool], list[tuple[float, float, float]]] = {}
@@ -90,14 +93,21 @@ def main() -> None:
     def ms(xs: list[float], fmt: str) -> str:
         return f"{statistics.mean(xs):{fmt}} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:{fmt}}"
 
-    print("\n| clients | start | to the last HELLO (s) | busy CPU (s) | clients' PSS (MB) | PSS per client (MB) |")
-    print("|---:|---|---:|---:|---:|---:|")
+    table = ["| clients | start | to the last HELLO (s) | busy CPU (s) | clients' PSS (MB) | PSS per client (MB) |",
+             "|---:|---|---:|---:|---:|---:|"]
     for n in counts:
         for warm in (True, False):
             rows = results[(n, warm)]
             took, cpu, pss = ([row[i] for row in rows] for i in range(3))
-            print(f"| {n} | {'forked from the warm process' if warm else 'a fresh process each'} | "
-                  f"{ms(took, '.2f')} | {ms(cpu, '.1f')} | {ms(pss, ',.0f')} | {statistics.mean(pss) / n:,.0f} |")
+            table.append(f"| {n} | {'forked from the warm process' if warm else 'a fresh process each'} | "
+                         f"{ms(took, '.2f')} | {ms(cpu, '.1f')} | {ms(pss, ',.0f')} | {statistics.mean(pss) / n:,.0f} |")
+    print("\n" + "\n".join(table))
+    if args.write_docs:
+        from edgesync.docs_block import replace_block
+        body = (f"_Written by `benchmarks/warm_start.py --write-docs` ({args.repeats} repeats, mean ± sd)._\n\n"
+                + "\n".join(table))
+        replace_block(ROOT / "docs/benchmarks.md", "<!-- warm_start:table:begin -->",
+                      "<!-- warm_start:table:end -->", body)
 
 
 if __name__ == "__main__":

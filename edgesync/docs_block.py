@@ -24,6 +24,7 @@ WRITERS = {
     "eq3": "benchmarks/eq3_sharding.py --write-docs",
     "allreduce": "benchmarks/allreduce_rounds.py --write-docs",
     "dana_coordinator": "benchmarks/dana_coordinator.py --write-docs (and --live-check --write-docs)",
+    "warm_start": "benchmarks/warm_start.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

@@ -46,7 +46,7 @@ def client_process():
             words = " ".join(proc.cmdline()).split()
             if "client" not in words or "--rank" not in words or words[words.index("--rank") + 1] != str(rank):
                 continue
-            if slots is None or (("--slots" in words and words[words.index("--slots") + 1] == str(slots))):
+            if slots is None or ("--slots" in words and words[words.index("--slots") + 1] == str(slots)):
                 return proc
         raise AssertionError(f"no client process with --rank {rank} under PID {parent.pid}")
     return find

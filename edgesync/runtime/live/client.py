@@ -139,6 +139,8 @@ class EdgeClient:
                     if not self._go_offline():
                         return
                     continue
+                if self.rank is not None:
+                    self.ctx.heartbeat()  # if due: a second after our last send, whatever we heard meanwhile
                 wait_s = self._wait_s()
                 try:
                     msg = sock.recv(wait_s)
@@ -149,8 +151,6 @@ class EdgeClient:
                 if msg is not None:
                     if not self._handle(sock, msg):
                         return
-                    if self.rank is not None:
-                        self.ctx.heartbeat()  # if due: a message heard is none said
                     continue
                 now = time.monotonic()
                 if now - tick > wait_s + 2 * HEARTBEAT_INTERVAL_S:  # stopped while it waited: not listening
@@ -161,7 +161,6 @@ class EdgeClient:
                         sock.close(linger_ms=0)  # HELLO may still be queued, for nobody: exit now
                         raise ClientFailed(gave_up)
                     continue
-                self.ctx.heartbeat()
                 if silent > self.timeout_s:
                     self._reconnect(f"no word from the coordinator for {silent:.0f} s")
         finally:
@@ -286,9 +285,10 @@ class EdgeClient:
         return self.device_schedule.offline_deadline() if self.device_schedule is not None else math.inf
 
     def _wait_s(self) -> float:
-        """How long the main loop may wait: until our heartbeat is due (from our last send: messages heard
-        meanwhile must not stretch our silence past the interval), or the device goes offline."""
-        due = HEARTBEAT_INTERVAL_S - (time.monotonic() - self.ctx.sock.last_send) * (self.rank is not None)
+        """How long the main loop may wait: until our heartbeat is due, or the device goes offline."""
+        due = HEARTBEAT_INTERVAL_S  # not joined yet: no heartbeats, only the wait for WELCOME
+        if self.rank is not None:
+            due -= time.monotonic() - self.ctx.sock.last_send
         return max(0.0, min(due, self._offline_deadline() - time.perf_counter()))
 
     def _go_offline(self) -> bool:

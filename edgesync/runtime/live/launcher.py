@@ -114,7 +114,8 @@ class LocalClients:
                 args += ["--data-root", data_root]
             if options:
                 args += options[first]
-            if prefixes is None and warm_start.enabled():  # a resumed run's clients go on in the same log
+            # Either way the log is appended to: a resumed run's clients go on in the same log.
+            if prefixes is None and warm_start.enabled():
                 self.procs.append(warm_start.warm_starter().start(args, path, client_env()))
                 continue
             cmd = [*(prefixes[first] if prefixes else []), sys.executable, "-m", "edgesync.cli", *args]

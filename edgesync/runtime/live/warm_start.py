@@ -216,9 +216,9 @@ def _child(request: dict, replies_fd: int) -> None:
         try:
             runpy.run_module(COMMAND, run_name="__main__", alter_sys=True)  # `python -m edgesync.cli …`
             code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            if not isinstance(exc.code, (int, type(None))):
+        except SystemExit as exc:  # as the interpreter reads it: None is 0, a message is printed and 1
+            code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+            if code == 1 and not isinstance(exc.code, int):
                 print(exc.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - whatever went wrong goes to the client's log
         import traceback
