@@ -25,6 +25,7 @@ WRITERS = {
     "allreduce": "benchmarks/allreduce_rounds.py --write-docs",
     "dana_coordinator": "benchmarks/dana_coordinator.py --write-docs (and --live-check --write-docs)",
     "warm_start": "benchmarks/warm_start.py --write-docs",
+    "flower_overhead": "benchmarks/flower_overhead.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

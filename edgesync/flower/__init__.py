@@ -14,6 +14,7 @@ one job per file:
 | `node.py` | the ClientApp side: one SuperNode's trainer and client half, rebuilt from `context.state` |
 | `numpy_client.py` | a legacy `NumPyClient` (local SGD) for older Flower servers |
 | `lab.py` | a local SuperLink and N SuperNodes on 127.0.0.1, started and stopped by PID |
+| `warm_apps.py` | the lab's ServerApp and ClientApp processes forked from a warm interpreter (`warm_apps_shim.py`: the stand-in on its PATH) |
 
 ESync runs here as its registered stand-in `esync_budget` (edgesync/algorithms/esync_budget.py): a
 ClientApp cannot be asked anything mid-message. docs/flower.md says how a lab uses it and what differs from the ZeroMQ runtime.

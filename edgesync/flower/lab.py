@@ -31,9 +31,12 @@ from typing import Any
 import psutil
 
 from edgesync.constants import CLIENT_THREAD_ENV, FLOWER_START_TIMEOUT_S, FLOWER_STOP_TIMEOUT_S, MALLOC_ENV
+from edgesync.flower import warm_apps
+from edgesync.flower.warm_apps_shim import SOCKET_ENV
 
 CONNECTION = "edgesync-local"  # the SuperLink connection's name in FLWR_HOME/config.toml
 STATE_FILE = "lab.json"
+WARM_APPS = "warm-apps"  # the process that forks the lab's ServerApps and ClientApps (warm_apps.py)
 
 
 class LabError(RuntimeError):
@@ -112,6 +115,8 @@ class FlowerLab:
         try:
             ports = [p for p in free_ports(len(self.nodes) + 1) if p != self.port]
             self.port = self.port or ports.pop()
+            if warm_apps.supported():  # first: its imports overlap the SuperLink's and SuperNodes' start
+                self._spawn(WARM_APPS, warm_apps.prepare(self.home, self.env), 0)
             self._spawn("superlink", [_tool("flower-superlink"), "--insecure", "--disable-runtime-dependency-installation",
                                       "--host", "127.0.0.1", "--port", str(self.port)], self.port)
             for i, cfg in enumerate(self.nodes):
@@ -138,12 +143,15 @@ class FlowerLab:
     def _wait_listening(self, proc: Proc) -> None:
         deadline = time.monotonic() + FLOWER_START_TIMEOUT_S
         popen = next(p for p in self._popen if p.pid == proc.pid)
-        while not _listening(proc.port):
+        while not self._up(proc):
             if popen.poll() is not None or time.monotonic() > deadline:
                 tail = "".join(Path(proc.log).read_text(errors="replace").splitlines(True)[-15:])
                 why = f"exited with code {popen.returncode}" if popen.returncode is not None else "did not start"
                 raise LabError(f"{proc.name} {why} (port {proc.port}); end of {proc.log}:\n{tail}")
             time.sleep(0.2)
+
+    def _up(self, proc: Proc) -> bool:
+        return warm_apps.ready(self.env[SOCKET_ENV]) if proc.name == WARM_APPS else _listening(proc.port)
 
     def _write_connection(self) -> None:
         """FLWR_HOME/config.toml naming this SuperLink, so `flwr run . edgesync-local` finds it."""

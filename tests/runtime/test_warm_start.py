@@ -49,3 +49,22 @@ def test_a_killed_child_reports_the_signal_and_the_next_child_is_told_apart(tmp_
     while psutil.pid_exists(second.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not psutil.pid_exists(second.pid) or psutil.Process(second.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_killed_childs_code_is_known_before_the_warm_process_reaps_it(tmp_path):
+    """On a busy host the warm process's report can come after the coordinator saw the client's connection
+    close; the launcher reads the code from the kernel meanwhile, as Popen.poll would."""
+    starter = warm_starter()
+    child = starter.start(["client", "--connect", NOWHERE, "--connect-timeout", "60"], tmp_path / "c.log",
+                          client_env())
+    warm = psutil.Process(starter._proc.pid)
+    warm.suspend()  # it cannot reap or report
+    try:
+        child.kill()
+        deadline = time.monotonic() + 10
+        while child.poll() is None:
+            assert time.monotonic() < deadline, "the killed child's code was not seen before its report"
+            time.sleep(0.01)
+        assert child.returncode == -9 and psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        warm.resume()

@@ -49,10 +49,18 @@ class WarmProcess:
     def __init__(self, starter: "WarmStarter", pid: int, serial: int, args: list[str]):
         self.starter, self.pid, self.serial, self.args = starter, pid, serial, args
         self.returncode: int | None = None
+        self._started = _proc_stat(pid)[1]  # tells this child from a later process with its PID
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self.returncode = self.starter.exit_code(self.serial, self.pid)
+        if self.returncode is None:
+            # Exited but not reaped yet: the warm process reaps every 0.1 s and its report then crosses a
+            # pipe, which on a busy host can come after the coordinator saw the connection close; the
+            # kernel has the exit status already, as Popen.poll would (a client "exited with code -9").
+            state, started, status = _proc_stat(self.pid)
+            if state == "Z" and started == self._started and status is not None:
+                self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -133,6 +141,17 @@ class WarmStarter:
             else:
                 pids.put(message)
         pids.put(None)  # the warm process is gone: a start waiting for a PID fails at once
+
+
+def _proc_stat(pid: int) -> tuple[str | None, int | None, int | None]:
+    """(state, start time in clock ticks, wait status once exited) of `pid` from /proc/PID/stat (Linux;
+    the status is field 52, since Linux 3.5); Nones where there is no such process or no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None, None, None
+    fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on: field N is fields[N - 3]
+    return fields[0], int(fields[19]), int(fields[49]) if len(fields) > 49 else None
 
 
 _starter: WarmStarter | None = None
