@@ -1,6 +1,6 @@
-"""The suite's parts (`make test`, scripts/test.sh): the tests that do not measure time run in parallel
-(pytest-xdist) at low priority, the `timing` ones one after another beside them, then the `ray` ones by
-themselves.
+"""The suite's lanes (`make test`, scripts/test.sh), all at once: the tests that do not measure time run in
+parallel (pytest-xdist) at low priority, the `timing` ones one after another beside them at normal priority,
+and the `ray` ones one after another at low priority.
 
 In the parallel part the long tests start first, so that the last minutes are not one long test running
 while the other workers idle: `slow` tests go to the front of the collection, in the order written here,

@@ -28,9 +28,11 @@ import struct
 import sys
 import uuid
 from pathlib import Path
+from typing import NoReturn
 
 from edgesync.flower.warm_apps_shim import SOCKET_ENV
 from edgesync.runtime.live.warm_start import enabled as warm_start_enabled
+from edgesync.runtime.live.warm_start import exit_with, reaped, set_title
 
 APPS = {"flwr-clientapp": "flwr.supernode.cli:flwr_clientapp", "flwr-serverapp": "flwr.superlink.cli:flwr_serverapp"}
 SHIM = Path(__file__).with_name("warm_apps_shim.py")
@@ -77,7 +79,7 @@ def serve(name: str) -> None:
     import torch  # noqa: F401  the cost every app would otherwise pay
     for target in APPS.values():
         importlib.import_module(target.partition(":")[0])
-    _set_title("edgesync warm Flower apps")
+    set_title("edgesync warm Flower apps")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind("\0" + name)
     listener.listen(64)
@@ -137,26 +139,19 @@ def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
 
 
 def _reap(waiting: dict[int, socket.socket]) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, code in reaped():
         conn = waiting.pop(pid, None)
         if conn is not None:
             try:
-                conn.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+                conn.sendall(json.dumps({"code": code}).encode() + b"\n")
             except OSError:
                 pass
             conn.close()
 
 
-def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
+def _child(request: dict, fds: list[int], conn: socket.socket) -> NoReturn:
     """In the forked child: become the requested Flower command and exit with its code (never returns)."""
-    code = 1
-    try:
+    def run() -> None:
         conn.close()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
@@ -167,37 +162,14 @@ def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
         os.chdir(request["cwd"])
         app = request["app"]
         sys.argv = [app, *request["argv"]]
-        _set_title(" ".join([app, *request["argv"]]))
+        set_title(" ".join([app, *request["argv"]]))
         # The app's own code comes from its FAB: nothing of this checkout may answer its imports.
         for module in [m for m in sys.modules if m == "edgesync" or m.startswith("edgesync.")]:
             del sys.modules[module]
         module, _, function = APPS[app].partition(":")
-        try:
-            result = getattr(sys.modules[module], function)()
-            code = result if isinstance(result, int) else 0
-        except SystemExit as exc:  # as the interpreter reads it: None is 0, a message is printed and 1
-            code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
-            if code == 1 and not isinstance(exc.code, int):
-                print(exc.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - whatever went wrong goes to the app's stderr (the node's log)
-        import traceback
-        traceback.print_exc()
-    finally:
-        try:
-            import logging
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        getattr(sys.modules[module], function)()
 
-
-def _set_title(title: str) -> None:
-    try:
-        from setproctitle import setproctitle
-    except ImportError:
-        return
-    setproctitle(title)
+    exit_with(run)  # whatever goes wrong goes to the app's stderr (the node's log)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
   SuperNode starts a process per message and polls every 3 s). Calibration and throttling are covered in
   test_flower_adapter.py: here the scenario's x3 client is overridden to x1 by its node's
   --node-config, which saves a round trip.
-- ASGD, ESync and DGS (scenarios/flower_async.yaml), one test each (a lab of its own: the three run side by
-  side on the parallel workers), three updates each, through the `edgesync flower-up --run` command as a
-  subprocess: the run folder checked (DGS's uploads sparse by the bytes the transport counted, ESync's
-  per-round budgets in updates.jsonl), and no Flower process left afterwards.
+- ASGD, ESync and DGS (scenarios/flower_async.yaml) one after another in one lab, three updates each,
+  through the `edgesync flower-up --run` command as a subprocess: the run folder checked (DGS's uploads
+  sparse by the bytes the transport counted, ESync's per-round budgets in updates.jsonl), and no Flower
+  process left afterwards. One lab for the three (not one each): a lab's own processes cost about 30 CPU-s.
 
 Skipped when Flower is not installed.
 """
@@ -87,12 +87,12 @@ def test_two_fedavg_rounds_on_a_superlink_and_two_supernodes(lab, tmp_path):
 
 # -- ASGD, ESync and DGS through `edgesync flower-up --run` ---------------------------------------------
 
-ASYNC_ALGORITHMS = ("asgd", "esync", "dgs")
+ASYNC_ALGORITHMS = ("asgd", "esync", "dgs")  # scenarios/flower_async.yaml's entries, in its order
 ASYNC_UPDATES = 3  # per algorithm: ESync's round 0 (one step each) and two rounds with measured budgets
 ASYNC_SETTINGS = ("dataset.train_size=1000", "eval.test_size=200", f"stop.max_updates={ASYNC_UPDATES}",
                   "stop.time_budget_s=120", "eval.every_s=5")
-FLOWER_UP_TIMEOUT_S = 600  # a third of the 100-600 s that all three took one after another on the 2 shared
-# cores under heavy load; the bound only stops a hung run
+FLOWER_UP_TIMEOUT_S = 600  # 100-600 s measured for the three on the 2 shared cores under heavy load, before
+# the lab forked its apps from a warm process (edgesync/flower/warm_apps.py); the bound only stops a hung run
 
 
 def _cnn_params() -> int:
@@ -157,26 +157,15 @@ def _watch(proc: subprocess.Popen, home: Path, timeout_s: float) -> tuple[dict[i
     return seen, most
 
 
-def _one_algorithm(name: str, folder: Path) -> Path:
-    """scenarios/flower_async.yaml with only the entry `name`."""
-    import yaml
-    data = yaml.safe_load((ROOT / "scenarios" / "flower_async.yaml").read_text())
-    data["algorithms"] = [a for a in data["algorithms"] if a["name"] == name]
-    path = folder / f"flower_async_{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
 @pytest.mark.timeout(FLOWER_UP_TIMEOUT_S + 60)  # the command's own bound fails it first, its lab stopped
-@pytest.mark.parametrize("name", ASYNC_ALGORITHMS)
-def test_asgd_esync_and_dgs_through_flower_up(tmp_path, name):
+def test_asgd_esync_and_dgs_through_flower_up(tmp_path):
     try:
         _tool("flower-superlink")
     except LabError as exc:
         pytest.skip(str(exc))
     home, run_dir, log = tmp_path / "flwr-home", tmp_path / "run", tmp_path / "flower-up.log"
     cmd = [sys.executable, "-m", "edgesync.cli", "flower-up", "--nodes", "2", "--home", str(home),
-           "--out", str(run_dir), "--run", str(_one_algorithm(name, tmp_path))]
+           "--out", str(run_dir), "--run", "scenarios/flower_async.yaml"]
     for setting in ASYNC_SETTINGS:
         cmd += ["--set", setting]
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **FAST_SUPEREXEC_POLL}
@@ -187,7 +176,7 @@ def test_asgd_esync_and_dgs_through_flower_up(tmp_path, name):
         seen, most = _watch(proc, home.resolve(), FLOWER_UP_TIMEOUT_S)
     wall = time.monotonic() - t0
     tail = log.read_text(errors="replace")[-4000:]
-    print(f"flower-up with {name}: {wall:.1f} s")
+    print(f"flower-up with ASGD, ESync and DGS: {wall:.1f} s")
 
     # Every Flower process is gone: the command's own descendants and anything else with this FLWR_HOME
     # (the check sees them: the SuperLink, SuperNodes and their SuperExecs while the lab ran).
@@ -204,7 +193,39 @@ def test_asgd_esync_and_dgs_through_flower_up(tmp_path, name):
     clients = read_jsonl(run_dir / "clients.jsonl")
     updates = read_jsonl(run_dir / "updates.jsonl")
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert list(summary) == [name]
+    assert list(summary) == list(ASYNC_ALGORITHMS)
+    for name in ASYNC_ALGORITHMS:
+        _check_algorithm(name, metrics, clients, summary, dense)
+
+    # ASGD moves the dense model up with every update
+    assert summary["asgd"]["bytes_up"] / ASYNC_UPDATES >= dense
+    # DGS a sparse top-1 % (indices and values)
+    dgs_up = summary["dgs"]["bytes_up"] / ASYNC_UPDATES
+    assert dgs_up < 0.05 * dense, (dgs_up, dense)
+    dgs_rows = [u for u in updates if u["algorithm"] == "dgs"]
+    assert len(dgs_rows) == ASYNC_UPDATES
+    for u in dgs_rows:
+        assert u["v_bytes"] == 2 * dense, u  # the master's v_k of both nodes: the model is the one counted
+        assert u["density_up"] <= 0.011 and u["bytes_up"] < 0.05 * dense, u
+    for c in (c for c in clients if c["algorithm"] == "dgs"):
+        mine = sum(u["client"] == c["client"] for u in dgs_rows)
+        assert c["bytes_up"] < max(1, mine) * 0.05 * dense, c
+
+    # ESync: per round, each node's n_i (steps it ran), c_i (its measured step time) and the budget sent;
+    # round 0 is one step each (capabilities unknown), later rounds n_i = the budget from the c_i.
+    esync = [u for u in updates if u["algorithm"] == "esync"]
+    assert sorted((u["round"], u["client"]) for u in esync) == [(r, c) for r in range(ASYNC_UPDATES)
+                                                                for c in (0, 1)]
+    for u in esync:
+        assert u["n_i"] >= 1 and u["c_i"] > 0 and u["n_i"] == u["local_steps"], u
+        if u["round"] == 0:
+            assert u["n_i"] == 1, u
+    for c in (c for c in clients if c["algorithm"] == "esync"):
+        assert c["steps"] == sum(u["n_i"] for u in esync if u["client"] == c["client"]), c
+
+
+def _check_algorithm(name: str, metrics: list[dict], clients: list[dict], summary: dict, dense: int) -> None:
+    """What every entry's rows must show: its updates, finite figures, both nodes with their bytes."""
     rows = [m for m in metrics if m["algorithm"] == name]
     assert rows and rows[0]["updates"] == 0, name
     assert rows[-1]["updates"] == ASYNC_UPDATES and summary[name]["updates"] == ASYNC_UPDATES, name
@@ -217,30 +238,3 @@ def test_asgd_esync_and_dgs_through_flower_up(tmp_path, name):
         assert c["steps"] >= 1 and c["samples"] == 32 * c["steps"], c
         assert c["bytes_up"] > 0 and c["bytes_down"] >= dense, c  # the first instruction: the dense model
     assert summary[name]["bytes_up"] == sum(c["bytes_up"] for c in per_client), name
-
-    if name == "asgd":  # ASGD moves the dense model up with every update
-        assert summary["asgd"]["bytes_up"] / ASYNC_UPDATES >= dense
-    if name == "dgs":  # DGS a sparse top-1 % (indices and values)
-        dgs_up = summary["dgs"]["bytes_up"] / ASYNC_UPDATES
-        assert dgs_up < 0.05 * dense, (dgs_up, dense)
-        dgs_rows = [u for u in updates if u["algorithm"] == "dgs"]
-        assert len(dgs_rows) == ASYNC_UPDATES
-        for u in dgs_rows:
-            assert u["v_bytes"] == 2 * dense, u  # the master's v_k of both nodes: the model is the one counted
-            assert u["density_up"] <= 0.011 and u["bytes_up"] < 0.05 * dense, u
-        for c in per_client:
-            mine = sum(u["client"] == c["client"] for u in dgs_rows)
-            assert c["bytes_up"] < max(1, mine) * 0.05 * dense, c
-
-    if name == "esync":
-        # ESync: per round, each node's n_i (steps it ran), c_i (its measured step time) and the budget sent;
-        # round 0 is one step each (capabilities unknown), later rounds n_i = the budget from the c_i.
-        esync = [u for u in updates if u["algorithm"] == "esync"]
-        assert sorted((u["round"], u["client"]) for u in esync) == [(r, c) for r in range(ASYNC_UPDATES)
-                                                                    for c in (0, 1)]
-        for u in esync:
-            assert u["n_i"] >= 1 and u["c_i"] > 0 and u["n_i"] == u["local_steps"], u
-            if u["round"] == 0:
-                assert u["n_i"] == 1, u
-        for c in per_client:
-            assert c["steps"] == sum(u["n_i"] for u in esync if u["client"] == c["client"]), c

@@ -88,11 +88,13 @@ def loopback(tmp_path):
             run.recorder.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def local_ray():
-    """A local Ray instance with two CPUs for a test module (the simulator's Ray backend and --parallel
-    then use it, and leave it running between runs)."""
+    """A local Ray instance with two CPUs (the simulator's Ray backend and --parallel then use it, and leave
+    it running between runs), started by the first test that asks and kept for the next ones: each start
+    costs a raylet, a GCS and pre-started workers. The cluster test shuts it down first (its teardown's
+    `ray stop` ends every Ray on the machine); Ray shuts it down when the test process exits."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray

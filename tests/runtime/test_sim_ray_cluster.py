@@ -40,6 +40,9 @@ def free_port() -> int:
 
 @pytest.fixture
 def two_node_cluster():
+    import ray
+    if ray.is_initialized():
+        ray.shutdown()  # another test's local Ray (conftest.py): `ray stop` below would end it anyway
     port = free_port()
     common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
     try:

@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 from queue import Empty, Queue
+from typing import Callable, Iterator, NoReturn
 
 import psutil
 
@@ -179,7 +180,7 @@ def serve() -> None:
     # The command line a child runs (by name, as `python -m edgesync.cli` would: the launcher runs the
     # `edgesync` command, it does not call into the CLI layer above it).
     importlib.import_module(COMMAND_MAIN)
-    _set_title("edgesync warm client starter")  # also readies setproctitle while argv and environ are intact
+    set_title("edgesync warm client starter")  # also readies setproctitle while argv and environ are intact
     serials: dict[int, int] = {}  # PID → serial number, of the children not reaped yet
     numbers = itertools.count(1)
     pending = b""
@@ -202,6 +203,12 @@ def serve() -> None:
 
 
 def _reap(replies, serials: dict[int, int]) -> None:
+    for pid, code in reaped():
+        replies.write(json.dumps({"exited": pid, "serial": serials.pop(pid, 0), "code": code}) + "\n")
+
+
+def reaped() -> Iterator[tuple[int, int]]:
+    """(PID, exit code as Popen gives it) of each child of this process that has exited, reaped now."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -209,14 +216,12 @@ def _reap(replies, serials: dict[int, int]) -> None:
             return
         if pid == 0:
             return
-        code = os.waitstatus_to_exitcode(status)
-        replies.write(json.dumps({"exited": pid, "serial": serials.pop(pid, 0), "code": code}) + "\n")
+        yield pid, os.waitstatus_to_exitcode(status)
 
 
-def _child(request: dict, replies_fd: int) -> None:
+def _child(request: dict, replies_fd: int) -> NoReturn:
     """In the forked child: become `edgesync <argv…>` and exit with its code (never returns)."""
-    code = 1
-    try:
+    def run() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.close(replies_fd)
         log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -230,16 +235,26 @@ def _child(request: dict, replies_fd: int) -> None:
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
         argv = request["argv"]
-        _set_title("edgesync " + " ".join(argv))  # set up in the warm process, so environ may change first
+        set_title("edgesync " + " ".join(argv))  # set up in the warm process, so environ may change first
         sys.argv = ["edgesync", *argv]
+        runpy.run_module(COMMAND, run_name="__main__", alter_sys=True)  # `python -m edgesync.cli …`
+
+    exit_with(run)  # whatever goes wrong goes to the client's log
+
+
+def exit_with(run: Callable[[], object]) -> NoReturn:
+    """In a forked child: call `run` as the interpreter runs a program, and exit with the code it would
+    (SystemExit's: None is 0, a message is printed and 1; an exception's traceback and 1) — never returns."""
+    code = 1
+    try:
         try:
-            runpy.run_module(COMMAND, run_name="__main__", alter_sys=True)  # `python -m edgesync.cli …`
+            run()
             code = 0
-        except SystemExit as exc:  # as the interpreter reads it: None is 0, a message is printed and 1
+        except SystemExit as exc:
             code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
             if code == 1 and not isinstance(exc.code, int):
                 print(exc.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - whatever went wrong goes to the client's log
+    except BaseException:  # noqa: BLE001 - the child's stderr is where it goes
         import traceback
         traceback.print_exc()
     finally:
@@ -252,7 +267,7 @@ def _child(request: dict, replies_fd: int) -> None:
             os._exit(code)
 
 
-def _set_title(title: str) -> None:
+def set_title(title: str) -> None:
     """What `ps` shows for the child (setproctitle, where installed): the command it runs."""
     try:
         from setproctitle import setproctitle
