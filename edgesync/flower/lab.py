@@ -11,8 +11,10 @@ lives under `home` (FLWR_HOME): the Flower config naming the SuperLink connectio
 logs, and `lab.json` with every PID, so a lab started with `--detach` is stopped by PID later. Ports
 are free ones chosen at start. The SuperLink runs with `--disable-runtime-dependency-installation`
 (the app runs in this Python environment, no `uv sync`), every process with telemetry off and one
-torch thread. `stop()` ends each process and everything it started (SuperExec, ServerApp and
-ClientApp processes) by PID: SIGTERM, then SIGKILL after `FLOWER_STOP_TIMEOUT_S`.
+torch thread. Beside them runs one warm process that forks the lab's ServerApp and ClientApp processes
+(warm_apps.py; `EDGESYNC_WARM_START=0` leaves that to Flower). `stop()` ends each process and everything it
+started (SuperExec, ServerApp and ClientApp processes) by PID: SIGTERM, then SIGKILL after
+`FLOWER_STOP_TIMEOUT_S`.
 """
 from __future__ import annotations
 

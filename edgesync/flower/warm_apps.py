@@ -89,17 +89,20 @@ def serve(name: str) -> None:
         _reap(waiting)
         if readable:
             conn, _ = listener.accept()
-            pid = _fork(conn, listener)
+            pid = _fork(conn, [listener, *waiting.values()])
             if pid is not None:
                 waiting[pid] = conn
 
 
-def _fork(conn: socket.socket, listener: socket.socket) -> int | None:
-    """Read a stand-in's request and fork its app; None (the connection closed) if it is not one."""
+def _fork(conn: socket.socket, others: list[socket.socket]) -> int | None:
+    """Read a stand-in's request and fork its app; None (the connection closed) if it is not one. `others`:
+    the sockets the child must not hold (the listener, other stand-ins' connections: each stand-in learns
+    from the end of its connection that the warm process is gone)."""
+    fds: list[int] = []
     try:
         conn.settimeout(10)
         uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]  # pid, uid, gid
-        data, fds = _receive(conn)
+        data = _receive(conn, fds)
         if not data:
             conn.close()  # a readiness check (ready()): connected, said nothing
             return None
@@ -108,11 +111,14 @@ def _fork(conn: socket.socket, listener: socket.socket) -> int | None:
             raise ValueError(f"refused: uid {uid}, {len(fds)} descriptors, app {request.get('app')!r}")
     except (OSError, ValueError) as exc:
         print(f"warm Flower apps: {exc}", file=sys.stderr)
+        for fd in fds:
+            os.close(fd)
         conn.close()
         return None
     pid = os.fork()
     if pid == 0:
-        listener.close()
+        for other in others:
+            other.close()
         _child(request, fds, conn)
     for fd in fds:
         os.close(fd)
@@ -123,8 +129,9 @@ def _fork(conn: socket.socket, listener: socket.socket) -> int | None:
     return pid
 
 
-def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
-    data, fds = b"", []
+def _receive(conn: socket.socket, fds: list[int]) -> bytes:
+    """The request line; the descriptors passed with it are added to `fds` (closed by the caller on error)."""
+    data = b""
     while not data.endswith(b"\n"):
         chunk, ancillary, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * array.array("i").itemsize))
         for level, kind, payload in ancillary:
@@ -133,9 +140,9 @@ def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:
         if not chunk:
             if data or fds:
                 raise ValueError("the request ended early")
-            return data, fds
+            return data
         data += chunk
-    return data, fds
+    return data
 
 
 def _reap(waiting: dict[int, socket.socket]) -> None:
