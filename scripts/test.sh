@@ -19,12 +19,12 @@ export FLWR_TELEMETRY_ENABLED=0
 # compiles this project's modules again, and each pytest process rewrites every test file's asserts again.
 unset PYTHONDONTWRITEBYTECODE
 
-alone="ray"
-parallel="not (timing or $alone)"; timing="timing and not ($alone)"
+ray="ray"
+parallel="not (timing or $ray)"; timing="timing and not ($ray)"
 args=()
 while [ $# -gt 0 ]; do
     if [ "$1" = "-m" ]; then
-        parallel="($2) and ($parallel)"; timing="($2) and ($timing)"; alone="($2) and ($alone)"; shift 2
+        parallel="($2) and ($parallel)"; timing="($2) and ($timing)"; ray="($2) and ($ray)"; shift 2
     else args+=("$1"); shift; fi
 done
 
@@ -32,32 +32,32 @@ start=$(date +%s)
 logs=$(mktemp -d)
 nice -n 19 "$PY" -m pytest -q -n "$WORKERS" --dist worksteal -m "$parallel" "${args[@]}" >"$logs/parallel" 2>&1 &
 parallel_pid=$!
-( nice -n 19 "$PY" -m pytest -q -p no:xdist -m "$alone" "${args[@]}" >"$logs/alone" 2>&1; echo $? >"$logs/alone.rc"
-  date +%s >"$logs/alone.end" ) &
-alone_pid=$!
+( nice -n 19 "$PY" -m pytest -q -p no:xdist -m "$ray" "${args[@]}" >"$logs/ray" 2>&1; echo $? >"$logs/ray.rc"
+  date +%s >"$logs/ray.end" ) &
+ray_pid=$!
 "$PY" -m pytest -q -p no:xdist -m "$timing" "${args[@]}" 2>&1 | tee "$logs/timing"
 timing_rc=${PIPESTATUS[0]}
 timing_end=$(date +%s)
-wait "$alone_pid"
-cat "$logs/alone"
-alone_rc=$(cat "$logs/alone.rc")
+wait "$ray_pid"
+cat "$logs/ray"
+ray_rc=$(cat "$logs/ray.rc")
 tail -n +1 --pid="$parallel_pid" -f "$logs/parallel"  # what it printed so far, then as it goes, to its end
 wait "$parallel_pid"
 parallel_rc=$?
 end=$(date +%s)
 
 # pytest exits 5 when a part selects no test (a path without any): not a failure
-for part in parallel_rc timing_rc alone_rc; do [ "${!part}" -eq 5 ] && printf -v "$part" 0; done
+for part in parallel_rc timing_rc ray_rc; do [ "${!part}" -eq 5 ] && printf -v "$part" 0; done
 
 # The parts' counts added up, from pytest's last line ("3 failed, 1690 passed, 7 skipped, … in 512.3s").
 count() {  # $1: passed, skipped, failed or errors?
-    for part in parallel timing alone; do
+    for part in parallel timing ray; do
         grep -E " in [0-9.]+s( \(|$)" "$logs/$part" | tail -n 1 | grep -oE "[0-9]+ $1" || true
     done | awk '{s += $1} END {print s + 0}'
 }
 printf '\nsuite: %d passed, %d skipped, %d failed, %d errors in %d s (%s workers; beside them the timing tests took %d s, the Ray tests %d s)\n' \
     "$(count passed)" "$(count skipped)" "$(count failed)" "$(count errors\?)" \
-    $((end - start)) "$WORKERS" $((timing_end - start)) $(($(cat "$logs/alone.end") - start))
+    $((end - start)) "$WORKERS" $((timing_end - start)) $(($(cat "$logs/ray.end") - start))
 rm -rf "$logs"
-for rc in $parallel_rc $timing_rc $alone_rc; do [ "$rc" -ne 0 ] && exit "$rc"; done
+for rc in $parallel_rc $timing_rc $ray_rc; do [ "$rc" -ne 0 ] && exit "$rc"; done
 exit 0

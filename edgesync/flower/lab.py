@@ -34,7 +34,6 @@ import psutil
 
 from edgesync.constants import CLIENT_THREAD_ENV, FLOWER_START_TIMEOUT_S, FLOWER_STOP_TIMEOUT_S, MALLOC_ENV
 from edgesync.flower import warm_apps
-from edgesync.flower.warm_apps_shim import SOCKET_ENV
 
 CONNECTION = "edgesync-local"  # the SuperLink connection's name in FLWR_HOME/config.toml
 STATE_FILE = "lab.json"
@@ -153,7 +152,7 @@ class FlowerLab:
             time.sleep(0.2)
 
     def _up(self, proc: Proc) -> bool:
-        return warm_apps.ready(self.env[SOCKET_ENV]) if proc.name == WARM_APPS else _listening(proc.port)
+        return warm_apps.ready(self.env) if proc.name == WARM_APPS else _listening(proc.port)
 
     def _write_connection(self) -> None:
         """FLWR_HOME/config.toml naming this SuperLink, so `flwr run . edgesync-local` finds it."""

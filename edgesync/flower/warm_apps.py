@@ -60,11 +60,12 @@ def prepare(home: Path, env: dict[str, str]) -> list[str]:
     return [sys.executable, "-m", __name__, env[SOCKET_ENV]]
 
 
-def ready(name: str) -> bool:
-    """Whether the warm process named `name` accepts connections (it binds once its imports are done)."""
+def ready(env: dict[str, str]) -> bool:
+    """Whether the warm process that `env` (as `prepare` left it) names accepts connections (it binds once
+    its imports are done)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         try:
-            s.connect("\0" + name)
+            s.connect("\0" + env[SOCKET_ENV])
             return True
         except OSError:
             return False

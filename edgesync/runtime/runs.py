@@ -37,12 +37,12 @@ class RunFolderExists(RuntimeError):
     """A run folder that holds a run, without `resume` or `overwrite`: nothing was changed in it."""
 
 
-
 def render_report(run_dir: Path) -> None:
     """The run folder's report.md and plots (metrics/report.py), imported when needed: matplotlib is ~0.4 s
     of every coordinator's start."""
     from edgesync.metrics.report import render_report as render
     render(run_dir)
+
 
 def run_folder(scenario: Scenario, out: str | Path | None = None) -> Path:
     """`out`, else `output.dir/output.name`, else `output.dir/NAME-TIME`. A default name is made unique

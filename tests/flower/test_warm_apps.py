@@ -27,7 +27,7 @@ def warm(tmp_path_factory):
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     proc = subprocess.Popen(warm_apps.prepare(tmp_path_factory.mktemp("home"), env), env=env)
     deadline = time.monotonic() + 120
-    while not warm_apps.ready(env[SOCKET_ENV]):
+    while not warm_apps.ready(env):
         assert proc.poll() is None and time.monotonic() < deadline, "the warm process did not start"
         time.sleep(0.1)
     yield env, psutil.Process(proc.pid)
