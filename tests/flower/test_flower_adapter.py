@@ -13,7 +13,7 @@ from edgesync.runtime.runs import finish_run
 from edgesync.config import load_scenario
 from edgesync.transport.protocol import Message
 
-from conftest import small_scenario
+from flower_scenario import small_scenario
 
 
 def test_records_round_trip_meta_tensors_and_stats():

@@ -10,7 +10,7 @@ import pytest
 
 from edgesync.metrics.recorder import read_jsonl
 
-from conftest import small_scenario
+from flower_scenario import small_scenario
 from test_flower_adapter import run_on
 
 TOLERANCE_S = 0.1  # a ClientApp reads the clock from the wall clock; the coordinator acts on its loop's next turn

@@ -7,7 +7,7 @@ import pytest
 
 from edgesync.runtime.bookkeeping import checkpoint
 
-from conftest import small_scenario
+from flower_scenario import small_scenario
 from test_flower_adapter import run_on, served_until_b_fails
 from tests.runtime.evaluation_rows import assert_one_row_per_evaluation, rows_by_entry
 

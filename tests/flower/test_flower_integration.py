@@ -29,7 +29,7 @@ import pytest
 from edgesync.flower.lab import STATE_FILE, LabError, _tool, stop_detached
 from edgesync.metrics.recorder import read_jsonl
 
-from conftest import FAST_SUPEREXEC_POLL, ROOT
+from flower_scenario import FAST_SUPEREXEC_POLL, ROOT
 
 pytestmark = pytest.mark.slow
 

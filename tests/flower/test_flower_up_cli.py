@@ -9,7 +9,7 @@ from edgesync.cli import app
 from edgesync.flower import lab as lab_module
 from edgesync.flower.lab import LabError
 
-from conftest import ROOT
+from flower_scenario import ROOT
 
 
 class RecordingLab:

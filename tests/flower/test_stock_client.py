@@ -19,7 +19,7 @@ from edgesync.models import build_model
 from edgesync.runtime.bookkeeping.membership import RunAborted
 from edgesync.transport import protocol
 
-from conftest import small_scenario
+from flower_scenario import small_scenario
 from test_flower_adapter import run_on
 
 STOCK_APP = Path(__file__).resolve().parent / "stock_app"

@@ -11,7 +11,7 @@ import pytest
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import ScenarioError, load_scenario
 
-from conftest import small_scenario
+from loopback_run import small_scenario
 
 
 def rows(run_dir):

@@ -11,7 +11,7 @@ import time
 
 import zmq
 
-from conftest import small_scenario
+from loopback_run import small_scenario
 from edgesync.runtime.bookkeeping.membership import Membership
 from edgesync.config import load_scenario
 from edgesync.transport import protocol

@@ -8,7 +8,7 @@ from edgesync.runtime.sim.simulator import run_sim
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.config import load_scenario
 
-from conftest import small_scenario
+from loopback_run import small_scenario
 
 # mini-batches of 8: the rows' keys and stop rules are compared, not what the runs learn
 ALGORITHMS = [{"name": "ssgd", "lr": 0.1, "batch_size": 8}, {"name": "asgd", "lr": 0.05, "batch_size": 8},

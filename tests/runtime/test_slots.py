@@ -20,7 +20,7 @@ from edgesync.runtime.live.slots import SlotHost, SlotTrainer
 from edgesync.runtime.bookkeeping.workload import dataset
 from edgesync.trainer import Trainer
 
-from conftest import LoopbackRun, small_scenario
+from loopback_run import LoopbackRun, small_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
