@@ -70,13 +70,14 @@ def _frames_size(frames) -> int:
     return sum(len(f) for f in frames)
 
 
-def _send(sock: zmq.Socket, frames: list) -> int:
-    """Send, each frame copied or zero-copy by its size; returns the frames' bytes."""
+def _send(sock: zmq.Socket, frames: list, flags: int = 0) -> int:
+    """Send, each frame copied or zero-copy by its size; returns the frames' bytes. With zmq.NOBLOCK it
+    raises zmq.Again at the first frame or sends them all (ZeroMQ queues a message whole)."""
     total, last = 0, len(frames) - 1
     for i, f in enumerate(frames):
         n = len(f)
         total += n
-        sock.send(f, _SNDMORE if i < last else 0, copy=n < _ZERO_COPY_MIN_BYTES)
+        sock.send(f, flags | (_SNDMORE if i < last else 0), copy=n < _ZERO_COPY_MIN_BYTES)
     return total
 
 
@@ -333,9 +334,24 @@ class ClientSocket:
                 frames = message.to_frames()
             self.pacer.hold(None, frames, size, due)
         else:
-            size = _send(self.sock, frames)
+            size = self._send_now(frames)
         self.bytes_out += size
         return size
+
+    def _send_now(self, frames: list) -> int:
+        """Hand `frames` to ZeroMQ. Until the first handshake has succeeded, never by a blocking send: a
+        connection that ZeroMQ tore down during its handshake leaves the DEALER nothing to queue on, and a
+        blocking send would then wait forever, out of reach of the refusal that `recv` reports (a suite
+        run hung so). It tries without blocking and reads the handshake's events between tries."""
+        while self._handshake is not None:
+            try:
+                return _send(self.sock, frames, zmq.NOBLOCK)
+            except zmq.Again:
+                if self._handshake.done():  # raises HandshakeFailed on a refusal
+                    self._handshake = None
+                else:
+                    self.sock.poll(int(_HANDSHAKE_CHECK_S * 1000), zmq.POLLOUT)
+        return _send(self.sock, frames)
 
     def _release(self, items=None) -> None:
         for _, frames in self.pacer.release() if items is None else items:

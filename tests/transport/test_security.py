@@ -234,6 +234,31 @@ def test_an_unknown_key_is_refused_logged_and_told(lab, caplog):
         coordinator.close()
 
 
+def test_a_send_with_nothing_to_queue_on_ends_in_the_refusal_not_a_hang(lab, monkeypatch):
+    """A connection that ZeroMQ tore down during its handshake leaves the DEALER nothing to queue on, and a
+    blocking send then waits forever (a suite run hung so on the HELLO above). Until the first handshake
+    has succeeded the client sends without blocking: here every such try finds nothing to queue on, and the
+    refusal arrives instead of a hang."""
+    real_send = sockets._send
+
+    def nothing_to_queue_on(sock, frames, flags=0):
+        if flags & zmq.NOBLOCK:
+            raise zmq.Again()
+        return real_send(sock, frames, flags)
+
+    monkeypatch.setattr(sockets, "_send", nothing_to_queue_on)
+    coordinator = CoordinatorSocket("tcp://127.0.0.1:*", keys=server_keys(lab))
+    client = ClientSocket(coordinator.address, keys=client_keys(lab, "stranger"))
+    try:
+        started = time.monotonic()
+        with pytest.raises(HandshakeFailed, match="refused this client's CURVE key"):
+            client.send(Message("HELLO", {}))
+        assert time.monotonic() - started < REFUSAL_WITHIN_S
+    finally:
+        client.close(linger_ms=0)
+        coordinator.close()
+
+
 def test_a_key_added_to_the_allow_list_is_admitted_without_a_restart(lab):
     keys, allow = lab
     coordinator = CoordinatorSocket("tcp://127.0.0.1:*", keys=server_keys(lab))
