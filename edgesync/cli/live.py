@@ -110,7 +110,7 @@ def shard(bind: str = typer.Option("tcp://0.0.0.0:5601", help="address to listen
     """Serve one slice of the model for a sharded coordinator (`sharding: layer | memory`): start K − 1 of
     these, then `edgesync coordinator --shard ADDRESS …` leads them; clients learn their addresses."""
     from edgesync.runtime.sharding.server import serve_shard
-    from edgesync.transport.sockets import BindFailed
+    from edgesync.transport.bind_errors import BindFailed
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     keys = server_keys(curve_secret, allow)

@@ -62,7 +62,8 @@ def address_option(value: str, option: str, bind: bool = False) -> str:
 def listen(bind: str, keys):
     """The coordinator's socket, bound before anything is written (a busy address leaves no run folder);
     exits 1 saying why it cannot listen there."""
-    from edgesync.transport.sockets import BindFailed, CoordinatorSocket
+    from edgesync.transport.bind_errors import BindFailed
+    from edgesync.transport.sockets import CoordinatorSocket
     try:
         return CoordinatorSocket(bind, keys=keys)
     except BindFailed as exc:

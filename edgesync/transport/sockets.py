@@ -19,7 +19,6 @@ key or mismatched security is an error rather than silence.
 """
 from __future__ import annotations
 
-import errno
 import logging
 import math
 import time
@@ -29,6 +28,7 @@ import zmq
 
 from edgesync.constants import MAX_MESSAGE_BYTES
 from edgesync.emulation.links import Link, LinkChannel
+from edgesync.transport.bind_errors import bind_failed
 from edgesync.transport.handshake import HandshakeWatch
 from edgesync.transport.pacing import Pacer
 from edgesync.transport.protocol import CLIENT_TYPES, COORDINATOR_TYPES, Message, ProtocolError
@@ -44,26 +44,6 @@ _ZERO_COPY_MIN_BYTES = 64 * 1024
 _RCVMORE, _SNDMORE = int(zmq.RCVMORE), int(zmq.SNDMORE)
 # While a client waits for its first handshake, how often it looks at the handshake's events.
 _HANDSHAKE_CHECK_S = 0.05
-
-
-class BindFailed(zmq.ZMQError):
-    """The coordinator cannot listen at its address; the message says why, on one line."""
-
-
-def _bind_failed(address: str, exc: zmq.ZMQError) -> BindFailed:
-    port = address.rsplit(":", 1)[-1]
-    if exc.errno == zmq.EADDRINUSE:
-        why = (f"the address is in use: another program (another coordinator?) listens on port {port}; "
-               "stop it or choose another port")
-    elif exc.errno == zmq.EADDRNOTAVAIL:
-        why = "this machine has no such IP address (0.0.0.0 listens on every interface)"
-    elif exc.errno == errno.ENODEV:
-        why = "no such host name, IP address or network interface on this machine"
-    elif exc.errno == errno.EACCES:
-        why = f"not allowed to listen on port {port} (ports below 1024 need root): choose another port"
-    else:
-        why = f"cannot listen there ({exc.strerror})"
-    return BindFailed(exc.errno, f"{address}: {why}")
 
 
 def _frames_size(frames) -> int:
@@ -164,7 +144,7 @@ class CoordinatorSocket:
             try:
                 self.sock.bind(address)
             except zmq.ZMQError as exc:
-                raise _bind_failed(address, exc) from None
+                raise bind_failed(address, exc) from None
         except BaseException:
             self._close_context()
             raise

@@ -5,7 +5,8 @@ import pytest
 import zmq
 
 from edgesync.transport.addresses import AddressError, endpoint
-from edgesync.transport.sockets import BindFailed, CoordinatorSocket
+from edgesync.transport.bind_errors import BindFailed
+from edgesync.transport.sockets import CoordinatorSocket
 
 
 @pytest.mark.parametrize("value, expected", [
