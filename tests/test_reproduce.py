@@ -11,6 +11,7 @@ import yaml
 
 from edgesync import reproduce as rp
 from edgesync.metrics.seeds import interval, with_seed_aggregates
+from edgesync.reproduce.censoring import Censored, censored_ratio, guarded
 from edgesync.config import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,9 +26,10 @@ def test_every_experiment_is_a_valid_scenario(exp, quick):
 
 
 def row(acc=0.85, t=10.0, bytes_up=1000, updates=100, bytes_per_s=100.0, gap=0.001, diverged=False,
-        updates_per_s=10.0):
+        updates_per_s=10.0, duration=300.0):
     return {"final_acc": acc, "time_to_target_s": t, "bytes_up": bytes_up, "updates": updates,
-            "bytes_per_s": bytes_per_s, "mean_gap": gap, "diverged": diverged, "updates_per_s": updates_per_s}
+            "bytes_per_s": bytes_per_s, "mean_gap": gap, "diverged": diverged, "updates_per_s": updates_per_s,
+            "duration_s": duration}
 
 
 SUMMARIES = {
@@ -114,19 +116,85 @@ def test_one_seed_gives_figures_but_no_verdict(tmp_path):
     assert [r["value"] for r in results] == pytest.approx(EXPECTED)
 
 
-def test_a_target_never_reached_is_shown_not_guessed(tmp_path):
-    write_runs(tmp_path)
+def _dgs_speedup(tmp_path, **seed1):
+    """The DGS speedup claim (ASGD's time ÷ DGS's, 9× in every seed) with seed 1's rows changed:
+    `seed1` maps "asgd"/"dgs" to the fields to set (seed 1 scales every time by 1.1)."""
     summary = json.loads((tmp_path / "dgs" / "summary.json").read_text())
-    summary["dgs@seed=1"]["time_to_target_s"] = None
+    for label, fields in seed1.items():
+        summary[f"{label}@seed=1"].update(fields)
+    (tmp_path / "dgs" / "summary.json").write_text(json.dumps(summary))
+    return next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("DGS time"))
+
+
+def test_a_method_that_did_not_reach_the_target_is_censored_and_cannot_make_the_claim_hold(tmp_path):
+    write_runs(tmp_path)
+    # DGS watched for 330 s without reaching: its time is at least 330 s, so ASGD's 198 s ÷ 330 s = 0.6 bounds
+    # the ratio from above (it flatters DGS). Kept, not dropped: 9, 0.6, 9 → inconclusive.
+    speedup = _dgs_speedup(tmp_path, dgs={"time_to_target_s": None, "duration_s": 330.0})
+    assert speedup["per_seed"] == pytest.approx({0: 9.0, 1: 0.6, 2: 9.0}) and speedup["interval"].n == 3
+    assert speedup["censored"][1].flatters_method and speedup["verdict"] == "inconclusive"
+    assert "(3 seeds; both reached the target in 2/3, 1 censored at its run's end)" in rp.table([speedup])
+    # the same bound at 9×: the interval alone would say "holds", but only because the censored time flatters DGS
+    speedup = _dgs_speedup(tmp_path, dgs={"time_to_target_s": None, "duration_s": 22.0})
+    assert speedup["per_seed"][1] == pytest.approx(9.0) and speedup["verdict"] == "inconclusive"
+    assert "holds only with the method's unreached times counted at its runs' ends" in speedup["caveat"]
+
+
+def test_a_baseline_that_did_not_reach_the_target_counts_against_the_method_and_the_claim_can_hold(tmp_path):
+    write_runs(tmp_path)
+    # ASGD watched for 198 s without reaching: its time is at least 198 s, DGS's is 22 s, the ratio at least 9
+    speedup = _dgs_speedup(tmp_path, asgd={"time_to_target_s": None, "duration_s": 198.0})
+    assert speedup["per_seed"] == pytest.approx({0: 9.0, 1: 9.0, 2: 9.0})
+    assert not speedup["censored"][1].flatters_method and speedup["verdict"] == "holds"
+    assert speedup["caveat"] == ""
+
+
+def test_a_seed_where_neither_reached_gives_no_figure_and_no_verdict_stands_without_it(tmp_path):
+    write_runs(tmp_path)
+    speedup = _dgs_speedup(tmp_path, asgd={"time_to_target_s": None}, dgs={"time_to_target_s": None})
+    assert speedup["per_seed"][1] is None and speedup["interval"].n == 2 and speedup["value"] == pytest.approx(9.0)
+    assert speedup["verdict"] == "inconclusive" and "1 of 3 gave none" in speedup["caveat"]
+    assert "(2 of 3 seeds; no figure in 1/3: neither reached the target; both reached the target in 2/3)" \
+        in rp.table([speedup])
+    summary = json.loads((tmp_path / "dgs" / "summary.json").read_text())
+    for label in summary:
+        summary[label]["time_to_target_s"] = None
     (tmp_path / "dgs" / "summary.json").write_text(json.dumps(summary))
     speedup = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("DGS time"))
-    assert speedup["per_seed"][1] is None and speedup["interval"].n == 2
-    assert "(2 of 3 seeds; not reached in the others)" in rp.table([speedup])
-    for seed in (0, 2):
-        summary[f"dgs@seed={seed}"]["time_to_target_s"] = None
-    (tmp_path / "dgs" / "summary.json").write_text(json.dumps(summary))
-    speedup = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("DGS time"))
-    assert speedup["value"] is None and speedup["verdict"] == "n/a" and speedup["why"] == "not reached"
+    assert speedup["value"] is None and speedup["verdict"] == "n/a" and speedup["why"] == "neither reached the target"
+
+
+@pytest.mark.parametrize("verdict, per_seed, censored, expected", [
+    ("does not hold", {0: 2.0, 1: 2.5}, {1: Censored(2.5, flatters_method=False)}, "inconclusive"),
+    ("does not hold", {0: 2.0, 1: 2.5}, {1: Censored(2.5, flatters_method=True)}, "does not hold"),
+    ("holds", {0: 9.0, 1: 9.0}, {1: Censored(9.0, flatters_method=False)}, "holds"),
+    ("holds", {0: 9.0, 1: 9.0}, {1: Censored(9.0, flatters_method=True)}, "inconclusive"),
+    ("does not hold", {0: 2.0, 1: None}, {}, "inconclusive"),
+    ("inconclusive", {0: 2.0, 1: None}, {}, "inconclusive"),
+    ("n/a", {0: None}, {}, "n/a"),
+])
+def test_a_verdict_stands_only_if_the_seeds_without_a_plain_figure_cannot_turn_it(verdict, per_seed, censored,
+                                                                                 expected):
+    assert guarded(verdict, per_seed, censored)[0] == expected
+
+
+def test_a_censored_ratio_bounds_the_figure_from_the_side_of_the_unreached_time():
+    rows = {"base": {"time_to_target_s": None, "duration_s": 300.0}, "method": {"time_to_target_s": 30.0}}
+    assert censored_ratio(rows, "base", "method") == Censored(10.0, flatters_method=False)
+    rows = {"base": {"time_to_target_s": 60.0}, "method": {"time_to_target_s": None, "duration_s": 120.0}}
+    assert censored_ratio(rows, "base", "method") == Censored(0.5, flatters_method=True)
+    rows["base"]["time_to_target_s"] = None  # neither reached: nothing to compare
+    assert censored_ratio(rows, "base", "method") is None
+
+
+def test_the_seeds_in_which_an_entry_the_claim_reads_diverged_are_named(tmp_path):
+    write_runs(tmp_path)
+    gap = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("NAG-ASGD mean gap ÷ DANA-DC"))
+    assert gap["diverged"] == {s: ["nag_asgd@clients=16×gamma-homo"] for s in (0, 1, 2)}
+    assert "diverged in 3/3 (nag_asgd@clients=16×gamma-homo)" in rp.table([gap])
+    hetero = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.endswith("N = 16 heterogeneous")
+                  and r["claim"].text.startswith("DANA-DC final acc"))
+    assert hetero["diverged"] == {}
 
 
 def test_write_docs_replaces_only_its_own_modes_table(tmp_path):

@@ -10,14 +10,16 @@ computed per seed from the run folder's summary.json (paired: a ratio of two ent
 one seed), then summarised as a mean with a 95% Student-t interval over the seeds (metrics/seeds.py).
 The verdict is three-way: *holds* when the whole interval is on the claim's side of its threshold,
 *does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always
-with fewer than two seeds). A claim that holds by construction (a configured compression density
+with fewer than two seeds), or when a seed that did not give a plain figure could turn it). A claim that holds by construction (a configured compression density
 fixes bytes per update) is marked so and counted apart from the measured ones. Nothing in the table
 is typed in. The output folder's reproduce.json records, per experiment, the mode, runtime,
 overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md between
 the markers of its mode and runtime, with the machine, base step times and seeds it was run with.
 
 experiments.py: what runs; claims.py: each claim, defined once (the benchmarks use them too); suite.py:
-running and the manifest; verdicts.py: figures, intervals, verdicts and the table; results_doc.py: docs/results.md.
+running and the manifest; verdicts.py: figures, intervals, verdicts and the table; censoring.py: seeds
+without a plain figure (an unreached time censored at its run's end, divergence named), counted against
+the method; results_doc.py: docs/results.md.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from edgesync.metrics.seeds import Interval, by_seed, interval
+from edgesync.reproduce.censoring import Censored, WatchedRows, censored_ratio, guarded
 from edgesync.reproduce.claims import CLAIMS
 
 
@@ -21,8 +22,10 @@ def verdict(iv: Interval, direction: str, threshold: float) -> str:
 
 
 def evaluate(out: Path) -> list[dict]:
-    """Every claim whose experiment has a finished run folder under `out`: its figure per seed, their mean
-    and 95% interval, and the three-way verdict."""
+    """Every claim whose experiment has a finished run folder under `out`: its figure per seed (a time a run
+    did not reach censored at the run's end, censoring.py), their mean and 95% interval over every seed with
+    a figure, the three-way verdict with the censored and missing seeds counted against the method, and the
+    seeds in which an entry the claim reads diverged."""
     results = []
     for claim in CLAIMS:
         folder = out / claim.experiment
@@ -31,39 +34,58 @@ def evaluate(out: Path) -> list[dict]:
             continue
         groups = by_seed(json.loads(summary.read_text()))
         per_seed: dict[int | None, float | None] = {}
+        censored: dict[int | None, Censored] = {}
+        diverged: dict[int | None, list[str]] = {}
         whys = []
         for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            watched = WatchedRows(rows)
             try:
-                value = claim.measure(rows)
+                value = claim.measure(watched)
+                bound = censored_ratio(watched, *claim.times) if value is None and claim.times else None
             except (KeyError, TypeError, ZeroDivisionError) as exc:
                 value = None
                 whys.append(f"missing in the run ({type(exc).__name__}: {exc})")
             else:
-                if value is None:
-                    whys.append("not reached")
+                if bound is not None:
+                    value, censored[seed] = bound.value, bound
+                elif value is None:
+                    whys.append("neither reached the target" if claim.times else "not reached")
                 elif not math.isfinite(value):
                     value = None
                     whys.append("not finite")
+            if watched.diverged():
+                diverged[seed] = watched.diverged()
             per_seed[seed] = value
         values = [v for v in per_seed.values() if v is not None]
         iv = interval(values)
+        shown, caveat = guarded(verdict(iv, claim.direction, claim.threshold) if values else "n/a", per_seed, censored)
         results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
-                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean,
-                        "verdict": verdict(iv, claim.direction, claim.threshold) if values else "n/a"})
+                        "censored": censored, "diverged": diverged, "caveat": caveat,
+                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown})
     return results
 
 
 def _figure(r: dict) -> str:
-    """'4.9× [4.2, 5.6] (3 seeds)': the mean, its 95% interval, and how many seeds gave the figure."""
-    c, iv = r["claim"], r["interval"]
+    """'4.9× [4.2, 5.6] (3 seeds; reached in 2/3, the other censored at its run's end; diverged in 1/3)': the
+    mean, its 95% interval, how many seeds gave the figure, and what is not a plain figure among them."""
+    c, iv, n = r["claim"], r["interval"], r["seeds"]
+    notes = []
+    if iv.n < n and r["why"]:
+        notes.append(f"no figure in {n - iv.n}/{n}: {r['why']}")
+    if c.times:
+        plain = iv.n - len(r["censored"])
+        notes.append(f"both reached the target in {plain}/{n}" + (
+            f", {len(r['censored'])} censored at its run's end" if r["censored"] else ""))
+    if r["diverged"]:
+        names = sorted({label for labels in r["diverged"].values() for label in labels})
+        notes.append(f"diverged in {len(r['diverged'])}/{n} ({', '.join(names)})")
     if iv.mean is None:
-        return r["why"] or "n/a"
+        return "; ".join(notes) or "n/a"
     text = f"{_num(iv.mean)}{c.unit}"
     if iv.low is not None:
         text += f" [{_num(iv.low)}, {_num(iv.high)}]"
-    n = f"{iv.n} of {r['seeds']} seeds" if iv.n < r["seeds"] else f"{iv.n} seed{'s' if iv.n != 1 else ''}"
-    why = f"; {r['why']} in the others" if iv.n < r["seeds"] and r["why"] else ""
-    return f"{text} ({n}{why})"
+    seeds = f"{iv.n} of {n} seeds" if iv.n < n else f"{iv.n} seed{'s' if iv.n != 1 else ''}"
+    return f"{text} ({'; '.join([seeds, *notes])})"
 
 
 def _num(value: float) -> str:
@@ -80,6 +102,8 @@ def table(results: list[dict]) -> str:
     for r in measured + built:
         c = r["claim"]
         shown = f"{r['verdict']} (by construction: {c.by_construction})" if c.by_construction else r["verdict"]
+        if r["caveat"]:
+            shown += f" ({r['caveat']})"
         lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {_figure(r)} | {shown} | "
                      f"`{r['folder']}` |")
     lines += ["", count_line(measured, built)]
@@ -93,4 +117,6 @@ def count_line(measured: list[dict], built: list[dict]) -> str:
     return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); by construction: {len(built)} "
             f"({sum(r['verdict'] == 'holds' for r in built)} hold). A claim holds when its whole 95% interval "
             f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
-            f"inconclusive otherwise.")
+            f"inconclusive otherwise, or when a seed without a plain figure could turn it: a time to target "
+            f"that was not reached is censored at its run's end, never dropped, and a seed without any figure "
+            f"counts against the verdict.")
