@@ -96,10 +96,10 @@ def test_claims_are_computed_per_seed_from_the_run_folders(tmp_path):
     # ratios are paired within a seed: the same in every seed, a zero-width interval
     speedup = by_text["ESync time to 0.80 vs SSGD, one ×10 straggler"]
     assert speedup["per_seed"] == pytest.approx({0: 6.0, 1: 6.0, 2: 6.0}) and speedup["verdict"] == "holds"
-    # ESync − ASGD non-i.i.d.: −2, −1.5, −1 pt: mean −1.5, sd 0.5, half-width 4.303·0.5/√3 = 1.242 → [−2.74, −0.26]
+    # ESync − ASGD non-i.i.d.: −2, −1.5, −1 pt: mean −1.5, sd 0.5, half-width 4.302653·0.5/√3 = 1.242 → [−2.74, −0.26]
     noniid = by_text["non-i.i.d.: ESync final acc − ASGD final acc"]
     assert noniid["interval"].mean == pytest.approx(-1.5)
-    assert noniid["interval"].high == pytest.approx(-1.5 + 4.303 * 0.5 / 3 ** 0.5)
+    assert noniid["interval"].high == pytest.approx(-1.5 + 4.302653 * 0.5 / 3 ** 0.5)
     assert noniid["verdict"] == "does not hold"
     # SHAT − ASP with a ×100 straggler: −1, −0.5, 0 pt → [−2.24, 0.74]: inconclusive
     assert by_text["SHAT final acc − ASP final acc, one ×100 straggler (HE2)"]["verdict"] == "inconclusive"

@@ -9,23 +9,25 @@ from edgesync.metrics.seeds import (aggregate, by_seed, interval, per_seed_speed
                                     with_seed_aggregates)
 
 
-def test_t_quantiles_match_the_table_values():
-    assert t_975(1) == 12.706 and t_975(2) == 4.303 and t_975(4) == 2.776 and t_975(30) == 2.042
-    assert t_975(45) == 2.021 and t_975(1000) == 1.980  # beyond the table: the next listed df below
+def test_t_quantiles_match_the_published_table():
+    # a t table's 0.975 column, to its three decimals; beyond df = 30 it approaches the normal's 1.960
+    for df, table in ((1, 12.706), (2, 4.303), (4, 2.776), (30, 2.042), (45, 2.014), (1000, 1.962)):
+        assert t_975(df) == pytest.approx(table, abs=5e-4), df
     with pytest.raises(ValueError):
         t_975(0)
 
 
 def test_interval_of_known_values():
-    # 1, 2, 3: mean 2, sd 1, half-width 4.303 / √3 = 2.48434…
+    # 1, 2, 3: mean 2, sd 1, half-width t(2) / √3 = 4.302653 / √3 = 2.484138…
     iv = interval([1.0, 2.0, 3.0])
     assert iv.n == 3 and iv.mean == 2.0 and iv.sd == 1.0
-    assert iv.low == pytest.approx(2 - 4.303 / math.sqrt(3)) and iv.high == pytest.approx(2 + 4.303 / math.sqrt(3))
-    assert iv.half_width == pytest.approx(2.484339, abs=1e-6)
-    # five seeds of 0.80, 0.82, 0.81, 0.83, 0.79: mean 0.81, sd √(0.001/4) = 0.0158114, t(4) = 2.776
+    half = 4.302653 / math.sqrt(3)
+    assert iv.low == pytest.approx(2 - half) and iv.high == pytest.approx(2 + half)
+    assert iv.half_width == pytest.approx(2.484138, abs=1e-6)
+    # five seeds of 0.80, 0.82, 0.81, 0.83, 0.79: mean 0.81, sd √(0.001/4) = 0.0158114, t(4) = 2.776445
     iv5 = interval([0.80, 0.82, 0.81, 0.83, 0.79])
     assert iv5.mean == pytest.approx(0.81) and iv5.sd == pytest.approx(0.0158114, abs=1e-7)
-    assert iv5.half_width == pytest.approx(2.776 * 0.0158114 / math.sqrt(5), abs=1e-6)
+    assert iv5.half_width == pytest.approx(2.776445 * 0.0158114 / math.sqrt(5), abs=1e-6)
 
 
 def test_one_value_has_no_interval_and_none_has_no_mean():
@@ -68,7 +70,7 @@ def test_aggregates_hold_means_per_seed_values_and_intervals():
     stat = esync["stats"]["final_acc"]
     assert stat["per_seed"] == {"0": 0.82, "1": 0.84, "2": 0.83}
     assert stat["sd"] == pytest.approx(0.01) and stat["n"] == 3
-    assert stat["ci95"] == pytest.approx([0.83 - 4.303 * 0.01 / math.sqrt(3), 0.83 + 4.303 * 0.01 / math.sqrt(3)])
+    assert stat["ci95"] == pytest.approx([0.83 - 4.302653 * 0.01 / math.sqrt(3), 0.83 + 4.302653 * 0.01 / math.sqrt(3)])
     assert esync["stats"]["time_to_target_s"]["reached"] == "3/3" and esync["time_to_target_s"] == 9.0
 
 
