@@ -9,9 +9,11 @@ shorter runs in --quick) and `seeds` (0–2 quick, 0–4 full; `--seeds` to chan
 computed per seed from the run folder's summary.json (paired: a ratio of two entries is taken within
 one seed), then summarised as a mean with a 95% Student-t interval over the seeds (metrics/seeds.py).
 The verdict is three-way: *holds* when the whole interval is on the claim's side of its threshold,
-*does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always
-with fewer than two seeds), or when a seed that did not give a plain figure could turn it). A claim that holds by construction (a configured compression density
-fixes bytes per update) is marked so and counted apart from the measured ones. Nothing in the table
+*does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always with
+fewer than two seeds, or when a seed that did not give a plain figure could turn it). A figure that
+follows from the configuration (a configured compression density fixes bytes per update; the largest
+shard's share bounds a sharded server's throughput) is listed apart, with the formula that fixes it,
+and never counted as a verdict. Nothing in the table
 is typed in. The output folder's reproduce.json records, per experiment, the mode, runtime,
 overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md between
 the markers of its mode and runtime, with the machine, base step times and seeds it was run with.

@@ -93,15 +93,15 @@ def _num(value: float) -> str:
 
 
 def table(results: list[dict]) -> str:
-    """The claims as a Markdown table, measured claims first, then those that hold by construction, and a
-    count of the verdicts of each kind."""
+    """The claims as a Markdown table, measured claims first, then the figures the configuration fixes
+    (listed apart, never counted as verdicts), and a count of the verdicts of each kind."""
     lines = ["| claim | paper | paper's figure | target | ours: mean [95% CI] | verdict | run folder |",
              "|---|---|---|---|---|---|---|"]
     measured = [r for r in results if not r["claim"].by_construction]
     built = [r for r in results if r["claim"].by_construction]
     for r in measured + built:
         c = r["claim"]
-        shown = f"{r['verdict']} (by construction: {c.by_construction})" if c.by_construction else r["verdict"]
+        shown = f"not a verdict, by construction: {c.by_construction}" if c.by_construction else r["verdict"]
         if r["caveat"]:
             shown += f" ({r['caveat']})"
         lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {_figure(r)} | {shown} | "
@@ -114,8 +114,8 @@ def count_line(measured: list[dict], built: list[dict]) -> str:
     plural = {"holds": "hold", "does not hold": "do not hold", "inconclusive": "inconclusive", "n/a": "n/a"}
     counts = {v: sum(r["verdict"] == v for r in measured) for v in plural}
     parts = [f"{n} {v if n == 1 else plural[v]}" for v, n in counts.items() if n]
-    return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); by construction: {len(built)} "
-            f"({sum(r['verdict'] == 'holds' for r in built)} hold). A claim holds when its whole 95% interval "
+    return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); figures fixed by the "
+            f"configuration, listed apart and not counted: {len(built)}. A claim holds when its whole 95% interval "
             f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
             f"inconclusive otherwise, or when a seed without a plain figure could turn it: a time to target "
             f"that was not reached is censored at its run's end, never dropped, and a seed without any figure "
