@@ -105,7 +105,7 @@ def test_claims_are_computed_per_seed_from_the_run_folders(tmp_path):
     assert by_text["SHAT final acc − ASP final acc, one ×100 straggler (HE2)"]["verdict"] == "inconclusive"
     text = rp.table(results)
     assert "not a verdict, by construction: rate 0.01" in text and "[" in text and "(3 seeds)" in text
-    assert "not a verdict, by construction: the busiest server's link bounds the throughput" in text
+    assert "not a verdict, by construction: in the simulator the busiest server's link bounds the throughput" in text
     assert "Measured claims: 11 (" in text and " hold, " in text
     assert "figures fixed by the configuration, listed apart and not counted: 3." in text
     # the figures the configuration fixes come after every measured claim
