@@ -33,11 +33,12 @@ def censored_ratio(rows: dict[str, dict], baseline: str, method: str) -> Censore
     t_base, t_meth = base.get("time_to_target_s"), meth.get("time_to_target_s")
     if (t_base is None) == (t_meth is None):
         return None  # both reached (a plain figure), or neither did (nothing to compare)
+    method_censored = t_meth is None
     t_base = base.get("duration_s") if t_base is None else t_base
-    t_meth = meth.get("duration_s") if t_meth is None else t_meth
+    t_meth = meth.get("duration_s") if method_censored else t_meth
     if not t_base or not t_meth:
         return None
-    return Censored(t_base / t_meth, flatters_method=meth.get("time_to_target_s") is None)
+    return Censored(t_base / t_meth, flatters_method=method_censored)
 
 
 class WatchedRows(dict):

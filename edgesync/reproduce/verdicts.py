@@ -53,8 +53,8 @@ def evaluate(out: Path) -> list[dict]:
                 elif not math.isfinite(value):
                     value = None
                     whys.append("not finite")
-            if watched.diverged():
-                diverged[seed] = watched.diverged()
+            if names := watched.diverged():
+                diverged[seed] = names
             per_seed[seed] = value
         values = [v for v in per_seed.values() if v is not None]
         iv = interval(values)
