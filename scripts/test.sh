@@ -3,7 +3,7 @@
 #   1. every test that does not measure time or start Ray, on $TEST_WORKERS pytest-xdist workers (default 3:
 #      much of the suite waits on sockets, subprocesses and sleeps, so more workers than the 2 cores pays; with
 #      the other two lanes beside them, 3 finished sooner than 4, 696 s against 713 s, one run each), at the
-#      lowest CPU priority (nice 19);
+#      lowest CPU priority (nice 19), whole modules at a time, the longest first (tests/conftest.py);
 #   2. one at a time at normal priority, the `timing` tests (elapsed times, rates, CPU shares): they mostly
 #      wait, and whenever they want a core the kernel gives it to them, so their figures are a quiet
 #      machine's while the other lanes use the rest;
@@ -30,7 +30,7 @@ done
 
 start=$(date +%s)
 logs=$(mktemp -d)
-nice -n 19 "$PY" -m pytest -q -n "$WORKERS" --dist worksteal -m "$parallel" "${args[@]}" >"$logs/parallel" 2>&1 &
+nice -n 19 "$PY" -m pytest -q -n "$WORKERS" --dist loadscope --no-loadscope-reorder -m "$parallel" "${args[@]}" >"$logs/parallel" 2>&1 &
 parallel_pid=$!
 ( nice -n 19 "$PY" -m pytest -q -p no:xdist -m "$ray" "${args[@]}" >"$logs/ray" 2>&1; echo $? >"$logs/ray.rc"
   date +%s >"$logs/ray.end" ) &

@@ -2,9 +2,11 @@
 parallel (pytest-xdist) at low priority, the `timing` ones one after another beside them at normal priority,
 and the `ray` ones one after another at low priority.
 
-In the parallel part the long tests start first, so that the last minutes are not one long test running
-while the other workers idle: `slow` tests go to the front of the collection, in the order written here,
-and xdist's work stealing hands out the rest.
+In the parallel part xdist hands out whole modules in the collection's order (`--dist loadscope`: a module's
+fixtures are set up once), and the long modules come first, so that they run while the other two lanes
+load the machine and the last minutes are many short modules on every worker, not one long module on one
+worker while the others idle: the modules in LONGEST_FIRST in that order, then every other module with a
+`slow` test, then the rest.
 """
 from __future__ import annotations
 
@@ -13,9 +15,30 @@ import os
 import pytest
 
 
+# The parallel lane's longest modules, longest first (wall time beside the other lanes, docs/testing.md). Only
+# the order depends on it: a module missing here runs with the other `slow` ones.
+LONGEST_FIRST = (
+    "tests/claims/test_dana_claim.py",             # one simulation of 3 x 1,000 updates, ~140 s
+    "tests/runtime/test_faults.py",                # ~250 s: killed and resumed coordinators and clients
+    "tests/flower/test_flower_adapter.py",         # ~250 s: every algorithm over in-process Flower nodes
+    "tests/test_cli_run.py",                       # ~210 s: live runs as a user starts them
+    "tests/flower/test_flower_integration.py",     # ~180 s: a Flower lab, then `edgesync flower-up`
+    "tests/runtime/test_resume.py",                # ~100 s
+    "tests/flower/test_user_app.py",               # ~90 s: a Flower lab
+    "tests/runtime/test_allreduce_live.py",        # ~65 s
+    "tests/flower/test_stock_flower_integration.py",  # ~60 s: a Flower lab
+    "tests/runtime/test_links_runtime.py",         # ~60 s
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Stable: within each group, the files' own order.
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::")[0]
+        if path in LONGEST_FIRST:
+            return LONGEST_FIRST.index(path)
+        return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -405,6 +405,9 @@ def test_a_client_lost_in_one_algorithm_is_set_up_for_the_next_when_it_returns(l
     lab.finish()
     rows = {(r["algorithm"], r["client"]): r for r in read_jsonl(lab.run_dir / "clients.jsonl")}
     assert rows[("asgd", 1)]["lost"] == 1 and rows[("asgd", 1)]["error"].startswith("lost:")
-    assert rows[("ssgd", 1)]["rejoined"] == 1 and rows[("ssgd", 1)]["steps"] > 0 and "error" not in rows[("ssgd", 1)]
+    # Back once for SSGD, plus once after each SSGD loss: on a loaded host a nice-19 client can be descheduled
+    # past this test's 2 s timeout and is then lost and back again, as faults.client_timeout_s says it must be.
+    ssgd = rows[("ssgd", 1)]
+    assert ssgd["rejoined"] == ssgd["lost"] + 1 and ssgd["steps"] > 0 and "error" not in ssgd, ssgd
     assert [r for r in metrics(lab) if r["algorithm"] == "ssgd"][-1]["updates"] == 120
     assert all(lab.clients[r].wait(30) == 0 for r in (0, 1)), lab.output()
