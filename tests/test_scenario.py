@@ -53,7 +53,8 @@ def test_quickstart_loads():
     assert sc.name == "quickstart"
     assert [c.profile for c in sc.clients] == [ConstantProfile(factor=f) for f in (1, 1, 1, 10)]
     assert [(a.name, a.lr, a.batch_size) for a in sc.algorithms] == [("ssgd", 0.1, 32), ("asgd", 0.05, 32)]
-    assert sc.stop.time_budget_s == 90 and sc.stop.target_acc == 0.80 and sc.stop.stop_at_target
+    assert sc.stop.budget_base_steps == 4000 and sc.stop.time_budget_s is None
+    assert sc.stop.target_acc == 0.80 and sc.stop.stop_at_target
 
 
 def test_defaults_fill_what_the_file_leaves_out(write):
@@ -440,3 +441,17 @@ def test_every_shipped_scenario_validates_with_its_sweep(path):
     from edgesync.config import variants
     scenario = load_scenario(path)
     assert variants(scenario, str(path))  # every sweep combination is a valid scenario too
+
+
+def test_a_budget_in_base_steps_is_seconds_at_the_runs_base_step_and_replaces_the_seconds():
+    sc = load_scenario(QUICKSTART)
+    assert sc.stop.for_base_step(0.0215).time_budget_s == 86.0  # 4,000 steps of 21.5 ms
+    assert sc.stop.for_base_step(0.0415).time_budget_s == 166.0  # a machine twice as slow: twice the seconds
+    # a budget given on the command line is the one meant, in either unit
+    assert load_scenario(QUICKSTART, ["stop.time_budget_s=30"]).stop.for_base_step(0.02).time_budget_s == 30
+    assert load_scenario(QUICKSTART, ["stop.time_budget_s=30", "stop.budget_base_steps=100"]).stop.time_budget_s is None
+    with pytest.raises(ScenarioError, match=r"time_budget_s \(30\) and budget_base_steps \(4000\) both set the time "
+                                            r"budget: keep one"):
+        load_scenario({"name": "b", "stop": {"time_budget_s": 30, "budget_base_steps": 4000}})
+    with pytest.raises(ScenarioError, match="time_budget_s is null and budget_base_steps is not set"):
+        load_scenario({"name": "b", "stop": {"time_budget_s": None}})

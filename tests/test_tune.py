@@ -2,11 +2,16 @@
 tune block reported with its key and value. (A real tuned run: tests/runtime/test_tune_run.py.)"""
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 import yaml
 
 from edgesync.metrics.tuning_report import tuning_section
-from edgesync.runtime.tuning import apply_choice, choose, entry_grids, run_counts, selection, tunes, tuning_scenario
+from edgesync.runtime.tuning import (apply_choice, choose, entry_grids, run_counts, selection, tune_entries, tunes,
+                                     tuning_scenario)
+from edgesync.runtime.tuning_edges import extended_grid, step_past
 from edgesync.config import ScenarioError, load_scenario
 from edgesync.config.limits import MAX_TUNE_RUNS
 from edgesync.config.tune_grid import tune_points
@@ -199,3 +204,61 @@ def test_validate_says_how_many_tuning_runs_and_the_coordinator_refuses_to_tune(
     result = CliRunner().invoke(app, ["coordinator", "--scenario", str(path), "--bind", "tcp://127.0.0.1:0"],
                                 terminal_width=400)
     assert result.exit_code == 2 and "tune: runs with `edgesync run`" in result.output
+
+
+# -- an optimum on the grid's edge ----------------------------------------------------------------------
+
+def test_a_chosen_value_on_the_grids_edge_is_recorded_and_reported():
+    sc = scenario({"grid": {"lr": [0.01, 0.05], "momentum": [0.5, 0.9]}})
+    summary = {"asgd@lr=0.01": row(0.70), "asgd@lr=0.05": row(0.80), "gd_async@lr=0.01": row(0.8),
+               "gd_async@lr=0.05": row(0.7)}
+    summary |= {f"{e}@lr={lr},momentum={m}": row(0.9 if (lr, m) == (0.01, 0.9) else 0.5)
+                for e in ("dgc_async", "mine") for lr in (0.01, 0.05) for m in (0.5, 0.9)}
+    record = selection(sc, tuning_scenario(sc), summary, {}, "digest")
+    e = record["entries"]
+    assert e["asgd"]["at_edge"] == {"lr": "highest"} and e["gd_async"]["at_edge"] == {"lr": "lowest"}
+    assert e["mine"]["at_edge"] == {"lr": "lowest", "momentum": "highest"}
+    assert scenario({"grid": {"lr": [0.05]}}).tune.extend == 0  # one value: no edge to speak of, nothing extended
+
+
+def test_the_grid_is_extended_one_geometric_step_past_each_chosen_edge_where_the_config_allows():
+    assert step_past([0.01, 0.02, 0.05], "highest") == 0.125 and step_past([0.01, 0.02, 0.05], "lowest") == 0.005
+    assert step_past([0.0, 0.5], "lowest") is None  # no geometric step from 0
+    sc = scenario({"grid": {"lr": [0.01, 0.05], "momentum": [0.5, 0.9]}})
+    configs = {a.key: a for a in sc.algorithms}
+    entries = {"asgd": {"at_edge": {"lr": "highest"}}, "mine": {"at_edge": {"lr": "lowest", "momentum": "highest"}}}
+    grid, refused = extended_grid(sc.tune.grid, entries, configs)
+    assert grid == {"lr": [0.002, 0.01, 0.05, 0.25], "momentum": [0.5, 0.9]}
+    assert refused == {"momentum": "momentum = 1.62 is refused by mine's config: Input should be less than 1"}
+
+
+def test_tuning_extends_past_the_edge_until_the_optimum_is_inside(tmp_path):
+    """A grid 0.01, 0.02 whose validation accuracy peaks at lr 0.08: extended to 0.04 (still the edge), then
+    0.08 (the edge again: the optimum may lie beyond), then 0.16 (below 0.08: the optimum is inside)."""
+    sc = load_scenario({"name": "t", "seed": 3, "seeds": [0, 1], "clients": 2, "runtime": "sim",
+                        "dataset": {"name": "fashion_mnist", "train_size": 1000},
+                        "algorithms": [{"name": "asgd", "lr": 0.01}],
+                        "tune": {"grid": {"lr": [0.01, 0.02]}, "seed": 100, "extend": 3}})
+    ran = []
+
+    def run(tuning, folder, again):  # validation accuracy as a known function of lr: the best at 0.08
+        ran.append((folder.name, tuning.seed, [a.lr for a in tuning.algorithms]))
+        folder.mkdir(parents=True)
+        (folder / "scenario.yaml").write_text("sim: {measured_step_s: {}}\n")  # what tune_entries reads back
+        return {a.key: row(0.9 - abs(math.log2(a.lr / 0.08)) / 10) for a in tuning.algorithms}
+
+    final, _ = tune_entries(sc, tmp_path, run, progress=False)
+    assert ran == [("tuning", 100, [0.01, 0.02]), ("tuning-extended-1", 100, [0.04]),
+                   ("tuning-extended-2", 100, [0.08]), ("tuning-extended-3", 100, [0.16])]
+    assert final.algorithms[0].lr == 0.08 and 100 not in final.seeds
+    record = json.loads((tmp_path / "tuning.json").read_text())
+    assert record["edges_left"] == {} and record["grid"] == {"lr": [0.01, 0.02, 0.04, 0.08, 0.16]}
+    assert [r["folder"] for r in record["extended"]] == ["tuning-extended-1", "tuning-extended-2", "tuning-extended-3"]
+    # with one extension only, the edge is still chosen, and said so
+    sc = load_scenario({**sc.resolved(), "tune": {**sc.resolved()["tune"], "extend": 1}})
+    (tmp_path / "once").mkdir()
+    tune_entries(sc, tmp_path / "once", run, progress=False)
+    record = json.loads((tmp_path / "once" / "tuning.json").read_text())
+    assert record["edges_left"] == {"asgd": {"lr": "highest"}}
+    assert "**On the grid's edge** (the optimum may lie beyond it): `asgd` `lr` at its highest value." in \
+        "\n".join(tuning_section(record))

@@ -5,6 +5,7 @@ import sys
 
 import typer
 
+from edgesync.cli.calibrate import calibrate
 from edgesync.cli.flower import flower_down, flower_up
 from edgesync.cli.keys import keys_command
 from edgesync.cli.live import client, coordinator, shard
@@ -33,6 +34,7 @@ app.command()(shard)
 app.command()(client)
 app.command("keys")(keys_command)
 app.command()(profiles)
+app.command()(calibrate)
 app.command()(report)
 app.command()(reproduce)
 app.command("flower-up")(flower_up)

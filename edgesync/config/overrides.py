@@ -58,3 +58,9 @@ def apply_override(data: dict, path: list[str | int], value: Any, source: str = 
         if not isinstance(last, int) or last >= len(node):
             raise ScenarioError(source, [f"{'.'.join(map(str, path))}: no such list item"])
     node[last] = value
+    if (other := ONE_OF.get(tuple(path))) is not None and value is not None and isinstance(node, dict):
+        node.pop(other, None)  # the budget given last is the one meant: `--set stop.time_budget_s=30` on a file in base steps
+
+
+# Keys that say one thing two ways: setting one drops the other that the file (or an earlier --set) gave.
+ONE_OF = {("stop", "time_budget_s"): "budget_base_steps", ("stop", "budget_base_steps"): "time_budget_s"}

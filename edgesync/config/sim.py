@@ -1,7 +1,7 @@
 """The scenario's `sim` section: the virtual-clock simulator's settings and the costs a run measured."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -40,6 +40,9 @@ class SimSpec(Strict):
                                    "change); null = no limit")
     measured_step_s: dict[int, float] = Field(default_factory=dict, description="filled in by a run: the "
                                               "measured step time per batch size, reused on replay")
+    calibration: dict[int, dict[str, Any]] = Field(
+        default_factory=dict, description="filled in by a run: how each measured_step_s figure was measured "
+        "(rounds, load average, cores, busy, when; runtime/bookkeeping/calibration.py)")
     measured_server_s: dict[str, ServerCostSpec] = Field(
         default_factory=dict, description="filled in by a run with server_time model: the coordinator's "
         "costs per algorithm entry (label), reused on replay")

@@ -32,7 +32,11 @@ class TuneSpec(Strict):
                                               f"{DEFAULT_VALIDATION_FRACTION} unless validation_size is set")
     validation_size: int | None = Field(None, ge=1, description="held-out samples as a count, instead of "
                                         "validation_fraction")
-    seed: int | None = Field(None, description="the tuning runs' seed; null = the scenario's seed")
+    seed: int | None = Field(None, description="the tuning runs' seed; null = the scenario's seed (keep it out of "
+                             "`seeds` so that no seed both chooses and evaluates)")
+    extend: int = Field(0, ge=0, le=5, description="times a numeric grid key whose chosen value is the grid's "
+                        "least or greatest gets one more value past that edge (one geometric step) and is tuned "
+                        "again; an edge still chosen after that is reported")
     stop: TuneStopSpec = Field(TuneStopSpec(), description="the tuning runs' stop rules over the scenario's")
 
     @model_validator(mode="after")

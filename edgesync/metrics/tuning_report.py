@@ -25,6 +25,7 @@ def tuning_section(record: dict) -> list[str]:
     lines = ["## Tuning", "", _how(record, metric, split), "",
              "Grid: " + "; ".join(f"`{k}` {', '.join(_value(v) for v in values)}" for k, values in grid.items()) + ".",
              ""]
+    lines += _edge_lines(record)
     header = ["Entry", "Chosen", f"Validation {_short(metric)}", "Points", "Not applicable"]
     rows = [[f"`{label}`", _point(e.get("chosen")) or "nothing to tune",
              _figure(metric, e.get("figure")) + (" (every point diverged)" if e.get("all_diverged") else ""),
@@ -45,6 +46,23 @@ def tuning_section(record: dict) -> list[str]:
                          "yes" if p.get("diverged") else ""])
         lines += _table(header, rows, "llrrrl") + [""]
     return lines
+
+
+def _edge_lines(record: dict) -> list[str]:
+    """What was extended past the grid's edges, and which chosen values still lie on one (runtime/tuning_edges.py)."""
+    lines = []
+    for r in record.get("extended") or []:
+        lines.append(f"Extended past an edge the entries chose (`{r.get('folder')}`): "
+                     + "; ".join(f"`{k}` {', '.join(_value(v) for v in values)}" for k, values in r["grid"].items())
+                     + ".")
+    for key, why in (record.get("not_extended") or {}).items():
+        lines.append(f"Not extended: {why}.")
+    left = record.get("edges_left") or {}
+    if left:
+        lines.append("**On the grid's edge** (the optimum may lie beyond it): " + "; ".join(
+            f"`{label}` {', '.join(f'`{k}` at its {side} value' for k, side in sides.items())}"
+            for label, sides in left.items()) + ".")
+    return [*lines, ""] if lines else []
 
 
 def _how(record: dict, metric: str, split: dict) -> str:

@@ -62,7 +62,7 @@ def guarded(verdict: str, per_seed: dict, censored: dict) -> tuple[str, str]:
     "inconclusive" when the seeds without a plain figure could turn it; the second item says why."""
     missing = [seed for seed, value in per_seed.items() if value is None]
     if verdict not in ("holds", "does not hold"):
-        return verdict, ""
+        return verdict, f"{len(missing)} of {len(per_seed)} gave none" if missing and verdict != "n/a" else ""
     if missing:
         return "inconclusive", (f"{verdict} over the seeds with a figure, but {len(missing)} of {len(per_seed)} "
                                 "gave none")

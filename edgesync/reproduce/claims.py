@@ -1,6 +1,9 @@
 """The seed papers' claims, each defined once: which experiment, which figure of one seed's summary rows,
-which direction and threshold. `edgesync reproduce` decides CLAIMS over seeds; the benchmarks
-(benchmarks/*_claims.py) print the same claims beside their wider comparisons."""
+and two readings of it. *Direction* (`threshold`): the method is better than its baseline at all (a ratio
+past 1, a difference past 0, or a stated tolerance where the claim is one). *Magnitude* (`paper_value`): the
+figure is at least as strong as the paper's own number, with `regime` saying where the paper measured it when
+we run something else. `edgesync reproduce` decides CLAIMS over seeds; the benchmarks (benchmarks/*_claims.py)
+print the same claims beside their wider comparisons."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +20,10 @@ class Claim:
     experiment: str
     measure: Callable[[Rows], float | None]  # one seed's rows → the figure; None: the runs cannot give it
     direction: Literal["≥", "≤"]
-    threshold: float
+    threshold: float  # the direction reading's bound
     unit: str = "×"
+    paper_value: float | None = None  # the magnitude reading's bound: the paper's number in our unit, if it gives one
+    regime: str = ""  # where the paper measured it, when that is not what we run, and our nearest run
     by_construction: str = ""  # why the figure follows from the configuration alone, if it does
     # (baseline, method): the figure is the baseline's time to target ÷ the method's, and `reproduce` censors
     # a time that was not reached instead of dropping the seed (verdicts.py)
@@ -28,8 +33,15 @@ class Claim:
     def target(self) -> str:
         return f"{self.direction} {_signed(self.threshold)}{self.unit}"
 
+    @property
+    def paper_target(self) -> str:
+        """The magnitude reading's bound as the table shows it, or why there is none."""
+        if self.paper_value is None:
+            return "the paper gives no number"
+        return f"{self.direction} {_signed(round(self.paper_value, 4))}{self.unit}"
+
     def holds(self, value: float) -> bool:
-        """Whether one figure (a seed's, or a mean) is on the claim's side of its threshold."""
+        """Whether one figure (a seed's, or a mean) is on the claim's side of its direction threshold."""
         return value >= self.threshold if self.direction == "≥" else value <= self.threshold
 
 
@@ -80,39 +92,56 @@ def dana_gap_claim(algorithm: str, kind: Literal["homogeneous", "heterogeneous"]
     """NAG-ASGD's mean gap ÷ a DANA variant's at N = 16 workers: an order of magnitude in the paper, ≥ 5×."""
     label, nag = _dana_setting(algorithm, kind), _dana_setting("nag_asgd", kind)
     return Claim(f"NAG-ASGD mean gap ÷ {_DANA_NAMES[algorithm]} mean gap, N = 16 {kind}", "dana.txt Fig. 2(b)", "~10×",
-                 "dana", lambda r: _ratio(r[nag]["mean_gap"], r[label]["mean_gap"]), "≥", 5)
+                 "dana", lambda r: _ratio(r[nag]["mean_gap"], r[label]["mean_gap"]), "≥", 1, paper_value=10,
+                 regime="paper: ResNet-20 on CIFAR-10, 8 workers, read off a log-scale plot; ours: N = 16")
 
 
 def one_worker_claim(algorithm: str, kind: Literal["homogeneous", "heterogeneous"], paper: str = "dana.txt Table 1",
-                     paper_figure: str = "") -> Claim:
-    """Final accuracy at N = 16 workers − one worker's: within 1.5 pt for a DANA variant, ≥ 5 pt lost for NAG-ASGD."""
+                     paper_value: float | None = None) -> Claim:
+    """Final accuracy at N = 16 workers − one worker's: within 1.5 pt for a DANA variant, ≥ 5 pt lost for NAG-ASGD
+    (direction); at least as close, or as far, as the paper's table (magnitude)."""
     label = _dana_setting(algorithm, kind)
     direction, threshold = ("≤", -5) if algorithm == "nag_asgd" else ("≥", -1.5)
-    return Claim(f"{_DANA_NAMES[algorithm]} final acc − one worker, N = 16 {kind}", paper, paper_figure, "dana",
-                 lambda r: 100 * (_acc(r[label]) - _acc(r[_ONE])), direction, threshold, " pt")
+    return Claim(f"{_DANA_NAMES[algorithm]} final acc − one worker, N = 16 {kind}", paper,
+                 "" if paper_value is None else f"{_signed(paper_value)} pt", "dana",
+                 lambda r: 100 * (_acc(r[label]) - _acc(r[_ONE])), direction, threshold, " pt", paper_value=paper_value,
+                 regime="paper: ResNet-20 on CIFAR-10, against its single-worker baseline")
 
 
-ESYNC_SPEEDUP = Claim("ESync time to 0.80 vs SSGD, one ×10 straggler", "esync.txt §5", "7× (ResNet-18)", "esync_iid",
-                      lambda r: _ratio(_t(r, "ssgd"), _t(r, "esync")), "≥", 5, times=("ssgd", "esync"))
+ESYNC_SPEEDUP = Claim("ESync time to 0.80 vs tuned SSGD, one ×10 straggler", "esync.txt §5", "7× (ResNet-18)",
+                      "esync_iid", lambda r: _ratio(_t(r, "ssgd"), _t(r, "esync")), "≥", 1, times=("ssgd", "esync"),
+                      paper_value=7, regime="paper: ResNet-18 on its own cluster; ours: a small CNN on Fashion-MNIST, "
+                      "devices ×1, ×1, ×2, ×10")
+# ESync sends one update per client per round, and a round lasts the ×10 device's one step; ASGD one update
+# per step of every device: the ratio is fixed by the profiles (the links only move it a little)
 ESYNC_TRAFFIC = Claim("ESync bytes/s ÷ ASGD bytes/s", "esync.txt §5", "1/15", "esync_iid",
-                      lambda r: _ratio(r["esync"]["bytes_per_s"], r["asgd"]["bytes_per_s"]), "≤", 0.2, "")
+                      lambda r: _ratio(r["esync"]["bytes_per_s"], r["asgd"]["bytes_per_s"]), "≤", 1, "",
+                      paper_value=1 / 15, by_construction="4 clients × 1 update per round of 10 base steps ÷ ASGD's "
+                      "(1 + 1 + 1/2 + 1/10) updates per base step = 4 / 26 = 0.154 at profiles ×1, ×1, ×2, ×10 "
+                      "(equal bytes per update)")
 ESYNC_NONIID = Claim("non-i.i.d.: ESync final acc − ASGD final acc", "esync.txt §5", "ASGD impaired, ESync not",
                      "esync_noniid", lambda r: 100 * (_acc(r["esync"]) - _acc(r["asgd"])), "≥", 0, " pt")
-SHAT_SCALE = Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "SHAT above ASP", "shat_scale",
-                   lambda r: 100 * (_acc(r["shat@clients=16"]) - _acc(r["asp@clients=16"])), "≥", 0, " pt")
+SHAT_SCALE = Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "+2.92 pt (ResNet-50), +5.22 pt "
+                   "(VGG-16)", "shat_scale",
+                   lambda r: 100 * (_acc(r["shat@clients=16"]) - _acc(r["asp@clients=16"])), "≥", 0, " pt",
+                   paper_value=2.92, regime="paper: ResNet-50 and VGG-16 on CIFAR-10, 250 epochs; ours: a small CNN "
+                   "on Fashion-MNIST (the smaller of the paper's two gains is the bound)")
 SHAT_HETERO = Claim("SHAT final acc − ASP final acc, one ×100 straggler (HE2)", "shat.txt Fig. 5", "SHAT above ASP",
                     "shat_hetero", lambda r: 100 * (_acc(r["shat@profile=x100"]) - _acc(r["asp@profile=x100"])),
                     "≥", 0, " pt")
 DGS_BYTES_UP = bytes_per_update_claim(
     "dgs", "up", by_construction="rate 0.01: each update carries 1% of the entries, as (index, value) pairs")
 DGS_SPEEDUP = Claim("DGS time to 0.80 vs ASGD, 10 Mbit/s links", "dgs.txt §5", "5.7× (1 Gbps, ResNet-18)", "dgs",
-                    lambda r: _ratio(_t(r, "asgd"), _t(r, "dgs")), "≥", 5, times=("asgd", "dgs"))
+                    lambda r: _ratio(_t(r, "asgd"), _t(r, "dgs")), "≥", 1, times=("asgd", "dgs"), paper_value=5.7,
+                    regime="paper: ResNet-18 (11.7 M parameters) over 1 Gbit/s Ethernet, 8 workers; ours: a small CNN "
+                    "over 10 Mbit/s links, 8 workers, the nearest run where sending the model costs as much of a step")
+# "no loss": non-inferiority with a stated 1 pt margin (direction), no loss at all (magnitude)
 DGS_ACCURACY = Claim("DGS final acc − ASGD final acc, same updates", "dgs.txt §5", "no loss", "dgs",
-                     lambda r: 100 * (_acc(r["dgs"]) - _acc(r["asgd"])), "≥", -1, " pt")
+                     lambda r: 100 * (_acc(r["dgs"]) - _acc(r["asgd"])), "≥", -1, " pt", paper_value=0)
 DANA_GAP = dana_gap_claim("dana_dc", "homogeneous")
-DANA_HOMO = one_worker_claim("dana_dc", "homogeneous", "dana.txt Table 1", "−0.46 pt")
-NAG_HOMO = one_worker_claim("nag_asgd", "homogeneous", "dana.txt Table 1", "−72.8 pt")
-DANA_HETERO = one_worker_claim("dana_dc", "heterogeneous", "dana.txt Table 5", "−0.35 pt")
+DANA_HOMO = one_worker_claim("dana_dc", "homogeneous", "dana.txt Table 1", -0.46)
+NAG_HOMO = one_worker_claim("nag_asgd", "homogeneous", "dana.txt Table 1", -72.8)
+DANA_HETERO = one_worker_claim("dana_dc", "heterogeneous", "dana.txt Table 5", -0.35)
 # In the simulator a sharded server's throughput is bounded by the link of its busiest shard: these two figures
 # follow from the VGG-like model's layer sizes (the live runtime is not so bounded: docs/results.md, EQ3).
 _BUSIEST = "in the simulator the busiest server's link bounds the throughput: layer-wise, one shard holds 95.8% of the"

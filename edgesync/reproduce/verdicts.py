@@ -6,19 +6,17 @@ import json
 import math
 from pathlib import Path
 
-from edgesync.metrics.seeds import Interval, by_seed, interval
+from edgesync.metrics.seeds import by_seed, interval
+from edgesync.metrics.verdict import against
 from edgesync.reproduce.censoring import Censored, WatchedRows, censored_ratio, guarded
 from edgesync.reproduce.claims import CLAIMS
 
 
-def verdict(iv: Interval, direction: str, threshold: float) -> str:
-    """'holds' when the whole 95% interval is on the claim's side of the threshold, 'does not hold' when it
-    is wholly on the other side, else 'inconclusive' (also with fewer than two values: no interval)."""
-    if iv.low is None or iv.high is None:
-        return "inconclusive"
-    if direction == "≥":
-        return "holds" if iv.low >= threshold else "does not hold" if iv.high < threshold else "inconclusive"
-    return "holds" if iv.high <= threshold else "does not hold" if iv.low > threshold else "inconclusive"
+def verdict(values: list[float], direction: str, threshold: float) -> str:
+    """The project's one verdict rule (metrics/verdict.py): 'holds' when the whole 95% interval over at least
+    three seeds is on the claim's side of the threshold, 'does not hold' when it is wholly on the other side,
+    else 'inconclusive'."""
+    return against(values, direction, threshold).word
 
 
 def evaluate(out: Path) -> list[dict]:
@@ -58,11 +56,23 @@ def evaluate(out: Path) -> list[dict]:
             per_seed[seed] = value
         values = [v for v in per_seed.values() if v is not None]
         iv = interval(values)
-        shown, caveat = guarded(verdict(iv, claim.direction, claim.threshold) if values else "n/a", per_seed, censored)
+        shown, caveat = _read(values, claim.direction, claim.threshold, per_seed, censored)
+        magnitude, magnitude_caveat = ("n/a", "") if claim.paper_value is None else _read(
+            values, claim.direction, claim.paper_value, per_seed, censored)
         results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
                         "censored": censored, "diverged": diverged, "caveat": caveat,
-                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown})
+                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown,
+                        "magnitude": magnitude, "magnitude_caveat": magnitude_caveat})
     return results
+
+
+def _read(values: list[float], direction: str, bound: float, per_seed: dict, censored: dict) -> tuple[str, str]:
+    """One reading of a claim: the verdict and what made it inconclusive, if anything did."""
+    if not values:
+        return "n/a", ""
+    decided = against(values, direction, bound)
+    shown, caveat = guarded(decided.word, per_seed, censored)
+    return shown, caveat or decided.why
 
 
 def _figure(r: dict) -> str:
@@ -93,30 +103,41 @@ def _num(value: float) -> str:
 
 
 def table(results: list[dict]) -> str:
-    """The claims as a Markdown table, measured claims first, then the figures the configuration fixes
-    (listed apart, never counted as verdicts), and a count of the verdicts of each kind."""
-    lines = ["| claim | paper | paper's figure | target | ours: mean [95% CI] | verdict | run folder |",
-             "|---|---|---|---|---|---|---|"]
+    """The claims as a Markdown table, measured claims first, each read twice (direction: better at all;
+    magnitude: as strong as the paper's own figure), then the figures the configuration fixes (listed apart
+    with the formula that fixes them, never counted as verdicts), and a count of the verdicts of each kind."""
+    lines = ["| claim | paper | paper's figure | ours: mean [95% CI] | direction | verdict | magnitude (the paper's "
+             "figure) | verdict | run folder |", "|---|---|---|---|---|---|---|---|---|"]
     measured = [r for r in results if not r["claim"].by_construction]
     built = [r for r in results if r["claim"].by_construction]
-    for r in measured + built:
+    for r in measured:
         c = r["claim"]
-        shown = f"not a verdict, by construction: {c.by_construction}" if c.by_construction else r["verdict"]
-        if r["caveat"]:
-            shown += f" ({r['caveat']})"
-        lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {c.target} | {_figure(r)} | {shown} | "
-                     f"`{r['folder']}` |")
+        shown = r["verdict"] + (f" ({r['caveat']})" if r["caveat"] else "")
+        magnitude = r["magnitude"] + (f" ({r['magnitude_caveat']})" if r["magnitude_caveat"] else "")
+        paper = c.paper_figure + (f" ({c.regime})" if c.regime else "")
+        lines.append(f"| {c.text} | {c.paper} | {paper} | {_figure(r)} | {c.target} | {shown} | {c.paper_target} | "
+                     f"{magnitude} | `{r['folder']}` |")
+    if built:
+        lines += ["", "Fixed by the configuration, not verdicts:", "",
+                  "| figure | paper | paper's figure | ours: mean [95% CI] | why it is fixed | run folder |",
+                  "|---|---|---|---|---|---|"]
+        for r in built:
+            c = r["claim"]
+            lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {_figure(r)} | {c.by_construction} | "
+                         f"`{r['folder']}` |")
     lines += ["", count_line(measured, built)]
     return "\n".join(lines)
 
 
 def count_line(measured: list[dict], built: list[dict]) -> str:
     plural = {"holds": "hold", "does not hold": "do not hold", "inconclusive": "inconclusive", "n/a": "n/a"}
-    counts = {v: sum(r["verdict"] == v for r in measured) for v in plural}
-    parts = [f"{n} {v if n == 1 else plural[v]}" for v, n in counts.items() if n]
-    return (f"Measured claims: {len(measured)} ({', '.join(parts) or 'none'}); figures fixed by the "
-            f"configuration, listed apart and not counted: {len(built)}. A claim holds when its whole 95% interval "
-            f"over seeds is on the target's side, does not hold when it is wholly on the other side, and is "
-            f"inconclusive otherwise, or when a seed without a plain figure could turn it: a time to target "
-            f"that was not reached is censored at its run's end, never dropped, and a seed without any figure "
-            f"counts against the verdict.")
+
+    def counted(key: str) -> str:
+        counts = {v: sum(r[key] == v for r in measured) for v in plural}
+        return ", ".join(f"{n} {v if n == 1 else plural[v]}" for v, n in counts.items() if n) or "none"
+    return (f"Measured claims: {len(measured)}; direction: {counted('verdict')}; magnitude against the paper's "
+            f"own figure: {counted('magnitude')}. Figures fixed by the configuration, listed apart and not "
+            f"counted: {len(built)}. A reading holds when its whole 95% interval over at least three seeds is on "
+            f"the bound's side, does not hold when it is wholly on the other side, and is inconclusive otherwise, "
+            f"or when a seed without a plain figure could turn it: a time to target that was not reached is "
+            f"censored at its run's end, never dropped, and a seed without any figure counts against the verdict.")

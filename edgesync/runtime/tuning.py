@@ -44,6 +44,7 @@ from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, scenario_di
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.config import Scenario, load_scenario
 from edgesync.config.tune_grid import tune_points, tune_tag
+from edgesync.runtime.tuning_edges import edges, extended_grid
 
 METRIC_KEYS = {"final_acc": "final_acc", "best_acc": "best_acc", "time_to_target": "time_to_target_s"}
 
@@ -144,6 +145,7 @@ def selection(scenario: Scenario, tuning: Scenario, summary: dict, split: dict, 
             "chosen_label": points[won]["label"] if won is not None else None,
             "figure": points[won]["figure"] if won is not None else None,
             "all_diverged": bool(points) and all(p["diverged"] for p in points),
+            "at_edge": edges(g.keys, points[won]["values"], tune.grid) if won is not None else {},
         }
     return {"metric": tune.metric, "figure_key": key, "grid": tune.grid, "validation": split,
             "seed": tuning.seed, "stop": tuning.stop.model_dump(mode="json"), "runs": sum(len(e["points"]) for e in entries.values()),
@@ -206,16 +208,51 @@ def tune_entries(scenario: Scenario, run_dir: Path, run: RunTuning, progress: bo
                       f"chosen by {scenario.tune.metric} on {split['size']:,} validation samples → {folder}")
         summary = run(tuning, folder, resume and (folder / METRICS_FILE).exists())
         record = selection(scenario, tuning, summary, split, digest)
+        record = _extend(scenario, tuning, record, summary, split, digest, run, run_dir, display)
         # the simulator's step times as the tuning runs measured them: the final runs' clock is the same
         ran = yaml.safe_load((folder / SCENARIO_FILE).read_text(encoding="utf-8"))
         record["measured_step_s"] = ran.get("sim", {}).get("measured_step_s", {})
         write_atomic(path, json.dumps(to_plain(record), indent=2) + "\n")
     for label, entry in record["entries"].items():
+        edge = ", ".join(f"{k} at the grid's {side} value" for k, side in entry.get("at_edge", {}).items())
         _say(display, f"tuned {label}: {tune_tag(entry['chosen']) or 'nothing to tune'}"
                       f"{_figure(record['metric'], entry['figure'])}"
-                      + (" — every point diverged" if entry["all_diverged"] else ""))
+                      + (" — every point diverged" if entry["all_diverged"] else "")
+                      + (f" — {edge}: the optimum may lie beyond it" if edge else ""))
     display.close()
     return apply_choice(scenario, record), resume and (run_dir / METRICS_FILE).exists()
+
+
+def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, split: dict, digest: str,
+            run: RunTuning, run_dir: Path, display: Progress) -> dict:
+    """`tune.extend` rounds past the edges the entries chose (tuning_edges.py), each into a run folder of its
+    own (tuning-extended-K); the record then holds the extended grid, the rounds, and the edges left."""
+    rounds, refused = [], {}
+    for k in range(1, scenario.tune.extend + 1):
+        if not any(e["at_edge"] for e in record["entries"].values()):
+            break
+        configs = {entry.key: entry for entry in scenario.algorithms}
+        grid, refused = extended_grid(scenario.tune.grid, record["entries"], configs)
+        if grid == scenario.tune.grid:
+            break
+        data = scenario.resolved()
+        data["tune"]["grid"] = grid
+        scenario = load_scenario(data, source=f"{scenario.name}: tuning grid extended past its edges")
+        wider = tuning_scenario(scenario)
+        new = [a for a in wider.resolved()["algorithms"] if a["label"] not in summary]
+        folder = run_dir / f"{TUNING_DIR}-extended-{k}"
+        _say(display, f"tuning: an optimum on the grid's edge, {len(new)} more runs → {folder}")
+        narrowed = wider.resolved()
+        narrowed["algorithms"] = new
+        summary = {**summary, **run(load_scenario(narrowed, source=f"{scenario.name}: extended tuning runs"),
+                                    folder, False)}
+        record = selection(scenario, tuning, summary, split, digest)
+        rounds.append({"folder": folder.name, "grid": grid})
+    record["extended"] = rounds
+    record["edges_left"] = {label: e["at_edge"] for label, e in record["entries"].items() if e["at_edge"]}
+    record["not_extended"] = refused
+    record["runs"] = sum(len(e["points"]) for e in record["entries"].values())
+    return record
 
 
 def _say(display: Progress, text: str) -> None:

@@ -38,11 +38,12 @@ def runs(tmp_path_factory):
 
 
 def test_dana_dc_gap_is_below_nag_asgds_at_16_homogeneous_workers(runs):
-    # NAG-ASGD's mean gap ÷ DANA-DC's, held to reproduce's target (5×: the paper's order of magnitude) and
-    # not just to 1: without its look-ahead DANA-DC's gap is still below NAG-ASGD's, by less than 5×.
-    # At this size the figure is ~18× (seed 1, `server_time: zero`).
+    # NAG-ASGD's mean gap ÷ DANA-DC's, held to 5× (half the paper's order of magnitude, reproduce's magnitude
+    # reading asks the whole 10×) and not just to 1, its direction: without its look-ahead DANA-DC's gap is still
+    # below NAG-ASGD's, by less than 5×. At this size the figure is ~18× (seed 1, `server_time: zero`).
     result = claim_result(runs, "NAG-ASGD mean gap ÷ DANA-DC mean gap, N = 16 homogeneous")
-    assert_direction(result, bound=result["claim"].threshold)
+    assert result["claim"].paper_value == 10
+    assert_direction(result, bound=5)
 
 
 def test_dana_dc_does_not_diverge_at_16_homogeneous_workers(runs):

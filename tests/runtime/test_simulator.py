@@ -33,7 +33,7 @@ from edgesync.data.datasets import to_tensor
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
-from edgesync.runtime.bookkeeping import step_time
+from edgesync.runtime.bookkeeping import calibration
 from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.bookkeeping.workload import client_splits, scenario_dataset
 from edgesync.config import load_scenario
@@ -283,13 +283,14 @@ def _without_wall_clock(path: Path) -> bytes:
 @pytest.mark.slow
 def test_runs_are_byte_identical_and_replay_from_the_run_folder(tmp_path, cache_in_tmp, monkeypatch):
     measured = []
-    real_measure = step_time.measure_step_s
+    real_measure = calibration.measure
 
-    def counting_measure(trainer):
-        measured.append(trainer.batch_size)
-        return real_measure(trainer)
+    def counting_measure(step):
+        measured.append(step.__self__.batch_size)  # the trainer's bound gradient()
+        return real_measure(step)
 
-    monkeypatch.setattr(step_time, "measure_step_s", counting_measure)
+    monkeypatch.setattr(calibration, "measure", counting_measure)
+    monkeypatch.setattr(calibration, "busy_now", lambda: True)  # a busy first figure stays while the load does
     overrides = dict(clients=["x1", "x2", "x4"], sim={"base_step_s": None},
                      algorithms=[{"name": "ssgd", "lr": 0.1}, {"name": "asgd", "lr": 0.05}],
                      stop={"time_budget_s": 4.0, "max_updates": 8}, eval={"every_s": 0.1})  # SSGD: ~7 rows
@@ -297,7 +298,8 @@ def test_runs_are_byte_identical_and_replay_from_the_run_folder(tmp_path, cache_
     second = run(tmp_path, "second", **overrides)
     assert measured == [32], "the step time is measured once, then read from the cache"
     cache = json.loads((cache_in_tmp / "step_times.json").read_text())
-    (step_s,) = cache.values()
+    (entry,) = cache.values()
+    step_s = entry["step_s"]
 
     for name in ("metrics.jsonl", "clients.jsonl"):
         assert _without_wall_clock(first / name) == _without_wall_clock(second / name), name

@@ -21,7 +21,10 @@ from typing import Any, Callable, Iterator
 import torch
 
 from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS
+from edgesync.runtime.bookkeeping import calibration
 from edgesync.trainer import NoHook, Trainer, TrainerStats
+
+STEP_CACHE = "step_times.json"
 
 
 def measure_step_s(trainer: Trainer) -> float:
@@ -74,7 +77,13 @@ def machine_key(model: str, batch_size: int, device: torch.device) -> str:
 
 
 def cached(name: str, key: str, measure: Callable[[], Any]) -> Any:
-    """The value stored under `key` in the cache file `name`; else `measure()`'s, stored there for next time.
+    """The value stored under `key` in the cache file `name`; else `measure()`'s, stored there for next time."""
+    return cached_entry(name, key, lambda old: (old, False) if old is not None else (measure(), True))
+
+
+def cached_entry(name: str, key: str, decide: Callable[[Any], tuple[Any, bool]]) -> Any:
+    """The cache file `name`'s entry for `key` as `decide(what it holds now, or None)` returns it, with whether
+    to store it.
 
     The file is one JSON object, replaced atomically. Processes that share the cache (a sweep's variants run in
     parallel, two runs on one lab machine) take turns under an exclusive lock on NAME.lock: the first
@@ -87,15 +96,32 @@ def cached(name: str, key: str, measure: Callable[[], Any]) -> Any:
             cache = json.loads(path.read_text())
         except (OSError, ValueError):
             cache = {}
-        if key not in cache:
-            cache[key] = measure()
+        entry, changed = decide(cache.get(key))
+        if changed:
+            cache[key] = entry
             try:
                 tmp = path.with_suffix(f".{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
                 tmp.replace(path)
             except OSError:
                 pass  # a read-only home still runs; it just measures again next time
-        return cache[key]
+        return entry
+
+
+def forget(name: str, keys: list[str]) -> int:
+    """Drop `keys` from the cache file `name` (under its lock); how many were there."""
+    path = cache_file(name)
+    with _exclusive(path.with_suffix(".lock")):
+        try:
+            cache = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return 0
+        gone = [k for k in keys if cache.pop(k, None) is not None]
+        if gone:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+            tmp.replace(path)
+        return len(gone)
 
 
 @contextmanager
@@ -114,10 +140,28 @@ def _exclusive(lock: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def cached_step_s(trainer: Trainer, model: str) -> float:
-    """The step time measured once on this machine for (model, input, batch size, device), then reused."""
+def step_key(trainer: Trainer, model: str) -> str:
+    """The cache key of (model, input, batch size, device) on this machine."""
     key = machine_key(model, trainer.batch_size, trainer.device)
     sample = tuple(trainer.x.shape[1:])
     if sample != (1, 28, 28):  # ResNet-18 on CIFAR's 3×32×32 steps slower than on 1×28×28; the 28×28 keys
         key += f"|input={'x'.join(map(str, sample))}"  # stay as they were, so their caches still hold
-    return float(cached("step_times.json", key, lambda: round(measure_step_s(trainer), 6)))
+    return key
+
+
+def cached_step(trainer: Trainer, model: str) -> dict:
+    """The calibration of (model, input, batch size, device) on this machine: measured robustly once, then
+    reused while it was measured on a quiet machine (calibration.py); `step_s` is the step time."""
+    def undisturbed() -> dict:
+        saved_stats, saved_hook = trainer.stats, trainer.hook
+        trainer.stats, trainer.hook = TrainerStats(), NoHook()
+        try:
+            return calibration.measure(trainer.gradient)
+        finally:
+            trainer.stats, trainer.hook = saved_stats, saved_hook
+    return cached_entry(STEP_CACHE, step_key(trainer, model), lambda old: calibration.keep(old, undisturbed))
+
+
+def cached_step_s(trainer: Trainer, model: str) -> float:
+    """The step time measured once on this machine for (model, input, batch size, device), then reused."""
+    return float(cached_step(trainer, model)["step_s"])

@@ -156,11 +156,14 @@ class Coordinator:
         server.population = Population(sc.seed, {r: len(split) for r, split in enumerate(self.workload.splits)})
         self.update_check = UpdateCheck.for_server(server, initial)
         server = self.shards.wrap(server, config, self.workload.initial, in_it)
-        account = self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
+        stop = sc.stop.for_base_step(self.phases.base_step_s())  # a budget in base steps: the shared base step's
+        log.info("%s: time budget %.1f s (base step %.2f ms)", config.key, stop.time_budget_s,
+                 1e3 * self.phases.base_step_s())
+        account = self.account = AlgorithmAccount(config, stop, self.recorder, self.progress)
         self.refused, self.nonfinite, self.seen = {}, 0, {}
         server.now = lambda: time.perf_counter() - self._started
         self._bytes0 = (dict(self.sock.bytes_in), dict(self.sock.bytes_out))
-        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
+        self.progress.start_algorithm(config.key, stop.time_budget_s)
         elapsed, self.traffic_before_resume = restore_algorithm(
             self.checkpoints, self.recorder.run_dir, account, server, self.members.alive(),
             list(self.members.liveness.lost))
@@ -190,7 +193,7 @@ class Coordinator:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += sc.eval.every_s
                 self.members.tend()
-                wake = min(next_eval, sc.stop.time_budget_s, availability.next_change())
+                wake = min(next_eval, stop.time_budget_s, availability.next_change())
                 item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
                 if item is None:
                     continue

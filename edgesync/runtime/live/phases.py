@@ -95,6 +95,15 @@ class Phases:
             self.note_calibrated(rank, reply)
             log.info("client %d: isolation %s", rank, reply.get("isolation"))
 
+    def base_step_s(self) -> float:
+        """The ×1 device's step the clients were paced to: the plan's shared base step, or (undisturbed mode,
+        each client at its own step) the median of their undisturbed steps."""
+        if self.plan is not None and self.plan.base_s > 0:
+            return self.plan.base_s
+        steps = sorted(p.info["reference_step_s"] for p in self.members.peers.values()
+                       if isinstance(p.info.get("reference_step_s"), (int, float)))
+        return steps[len(steps) // 2] if steps else 0.0
+
     def pace(self, rank: int) -> protocol.Message:
         """The CALIBRATE that sets client `rank`'s base step and isolation (also for one that rejoins)."""
         plan, emu = self.plan, self.scenario.emulation

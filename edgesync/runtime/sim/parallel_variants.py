@@ -41,6 +41,7 @@ def _pinned(scenario: Scenario, measured: dict[str, dict]) -> Scenario:
     """`scenario` with this machine's figures given, to run serially in a task."""
     sim = scenario.sim.model_copy(update={
         "measured_step_s": {**scenario.sim.measured_step_s, **measured["measured_step_s"]},
+        "calibration": {**scenario.sim.calibration, **measured["calibration"]},
         "measured_server_s": {**scenario.sim.measured_server_s,
                               **{k: ServerCostSpec(**v) for k, v in measured["measured_server_s"].items()}},
         "backend": "serial"})

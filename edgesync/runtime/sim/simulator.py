@@ -52,7 +52,7 @@ from edgesync.runtime.sim.ring import SimRing
 from edgesync.runtime.sim.shards import Shards
 from edgesync.runtime.sim.spill import Spill
 from edgesync.runtime.sim.state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
-from edgesync.runtime.bookkeeping.step_time import cached_step_s
+from edgesync.runtime.bookkeeping.step_time import cached_step
 from edgesync.runtime.bookkeeping.workload import prepare_workload
 from edgesync.config import Scenario
 from edgesync.config.sim import ServerCostSpec
@@ -90,6 +90,7 @@ class Simulator:
             log.info("%d parameter-server shards (sharding %s): %s of the parameters", sc.shard_count, sc.sharding,
                      self.shard_plan.describe())
         self.step_s: dict[int, float] = {}
+        self.calibration: dict[int, dict] = {}  # batch size → the cached step's conditions (calibration.py)
         for config in sc.algorithms:
             self.step_s[config.batch_size] = self._step_time(config.batch_size)
         if sc.sim.server_time == "model":
@@ -102,7 +103,7 @@ class Simulator:
         with server_time model). Known once prepared."""
         sc = self.scenario
         fixed = sc.sim.base_step_s is not None or sc.emulation.base_step_ms is not None
-        return {"measured_step_s": {} if fixed else dict(self.step_s),
+        return {"measured_step_s": {} if fixed else dict(self.step_s), "calibration": dict(self.calibration),
                 "measured_server_s": {key: costs.model_dump() for key, costs in self.server_costs.items()}}
 
     def share_prepared(self, other: "Simulator", clients: int) -> None:
@@ -119,10 +120,14 @@ class Simulator:
         if sim.base_step_s is not None:
             return sim.base_step_s
         if batch_size in sim.measured_step_s:
+            if batch_size in sim.calibration:  # a replay: the conditions of the figure it replays
+                self.calibration[batch_size] = sim.calibration[batch_size]
             return sim.measured_step_s[batch_size]
         probe = Trainer(model=self.model, x=self.x, y=self.y, batch_size=batch_size, seed=0,
                         subset=self.splits[0])
-        return cached_step_s(probe, self.scenario.model.name)
+        entry = cached_step(probe, self.scenario.model.name)
+        self.calibration[batch_size] = entry
+        return float(entry["step_s"])
 
     def _server_cost(self, config: AlgorithmConfig) -> ServerCostSpec:
         """The coordinator's costs for this entry: recorded in the scenario (a replay), else cached on this
@@ -155,7 +160,7 @@ class Simulator:
     def _run_algorithm(self, config: AlgorithmConfig) -> None:
         sc = self.scenario
         server = self.begin(config)
-        self.progress.start_algorithm(config.key, sc.stop.time_budget_s)
+        self.progress.start_algorithm(config.key, self.stop.time_budget_s)
         self._evaluate(0.0)
         try:
             end = self._events(server)
@@ -187,7 +192,8 @@ class Simulator:
         server.population = Population(sc.seed, {c.rank: len(self.splits[c.rank]) for c in clients})
         self.heap: list[Event] = []
         self.seq = itertools.count()
-        self.account = AlgorithmAccount(config, sc.stop, self.recorder, self.progress)
+        self.stop = sc.stop.for_base_step(self.step_s[config.batch_size])  # a budget in base steps: the ×1 step's
+        self.account = AlgorithmAccount(config, self.stop, self.recorder, self.progress)
         self.queries = QueryingClients(clients, self.account, self.push, self._finished)  # ESync's State Server
         self.ring = SimRing(self, server)  # all-reduce: updates wait for the round's ring (ring.py)
         shards = Shards(self.shard_plan.fractions, *sc.coordinator_links(), seed=sc.seed)
@@ -221,7 +227,7 @@ class Simulator:
     def _events(self, server: ServerAlgorithm) -> float:
         """Run events in virtual-time order until a stop rule fires; returns the end time."""
         sc = self.scenario
-        budget, every = sc.stop.time_budget_s, sc.eval.every_s
+        budget, every = self.stop.time_budget_s, sc.eval.every_s
         next_eval = every
         self.coordinator.start()
         while True:
@@ -310,7 +316,7 @@ class Simulator:
             self.account.log_presence(c.rank, True, t)
             self.coordinator.arrive(Event(t, next(self.seq), "presence", c.rank, "joined"))
         change = c.schedule.next_change(t)
-        if change < self.scenario.stop.time_budget_s:
+        if change < self.stop.time_budget_s:
             self.push(change, "availability", c.rank, None, 0)
 
     def _to_server(self, event: Event) -> None:

@@ -1,0 +1,70 @@
+"""A tuning grid whose best value lies on its edge: found, extended past the edge, or reported.
+
+A grid `lr: [0.01, 0.02, 0.05]` that chooses 0.05 says only that the optimum is at 0.05 *or beyond*: the
+entry may be under-tuned, and a comparison that leans on it leans the method's way if the entry is the
+baseline. Each entry's chosen value of each numeric key is checked against the values the grid gives that
+key (`edges`). With `tune.extend: K`, the grid gets one more value past each edge that an entry chose (one
+geometric step further: 0.05 after 0.02 gives 0.125) and the new points are tuned, up to K times; a value
+the entry's config refuses (a momentum of 1 or more) ends the extension of that key there. An edge still
+chosen after that is reported in tuning.json, the run's report and `edgesync reproduce`'s table.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+
+def _numeric(values: list[Any]) -> bool:
+    return len(values) >= 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def edges(keys: list[str], chosen: dict, grid: dict[str, list[Any]]) -> dict[str, str]:
+    """{key: 'lowest' or 'highest'} for each numeric key whose chosen value is the grid's least or greatest."""
+    out = {}
+    for key in keys:
+        values = grid.get(key, [])
+        if key in chosen and _numeric(values):
+            if chosen[key] == max(values):
+                out[key] = "highest"
+            elif chosen[key] == min(values):
+                out[key] = "lowest"
+    return out
+
+
+def step_past(values: list[float], side: str) -> float | None:
+    """One geometric step past the `side` edge of `values` (the ratio of its two outermost values); None when
+    the values are not all positive (no geometric step to take)."""
+    ordered = sorted(values)
+    if ordered[0] <= 0:
+        return None
+    if side == "highest":
+        value = ordered[-1] * ordered[-1] / ordered[-2]
+    else:
+        value = ordered[0] * ordered[0] / ordered[1]
+    return float(f"{value:.4g}")  # a value a person would write, and the same on every machine
+
+
+def extended_grid(grid: dict[str, list[Any]], entries: dict[str, dict], configs: dict[str, Any]
+                  ) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """The grid with one more value past every edge some entry chose (`entries`: tuning.json's per-entry
+    records, `configs`: label → the entry's config), and {key: why it was not extended} for edges that
+    cannot be (a value the config refuses, or no geometric step)."""
+    new = {k: list(v) for k, v in grid.items()}
+    refused: dict[str, str] = {}
+    for label, entry in entries.items():
+        for key, side in entry.get("at_edge", {}).items():
+            value = step_past(grid[key], side)
+            if value is None:
+                refused[key] = f"{key}: no geometric step past {grid[key]}"
+                continue
+            config = configs[label]
+            try:
+                type(config).model_validate({**config.model_dump(), key: value})
+            except ValidationError as exc:
+                refused[key] = f"{key} = {value:g} is refused by {label}'s config: {exc.errors()[0]['msg']}"
+                continue
+            if value not in new[key]:
+                new[key].append(value)
+                new[key].sort()
+    return new, refused
