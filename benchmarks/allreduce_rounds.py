@@ -11,8 +11,9 @@ coordinator's own link at 40 Mbit/s each way (`coordinator_link`). Seeds 0–2, 
 model the simulator charges). Round time is the run's duration over its rounds (summary.json); bytes
 per client per round are the algorithm's bytes up (what clients sent: updates, ring traffic, reports)
 and down (what the coordinator sent) over 4 clients and 20 rounds. The all-reduce ÷ parameter-server
-ratio of round times is taken within a seed, then averaged with a 95% Student-t interval: all-reduce
-is faster where the interval lies below 1, slower where above.
+ratio of round times is taken within a seed, then averaged with a 95% Student-t interval and judged by the
+project's one verdict rule (edgesync/metrics/verdict.py): all-reduce is faster where the interval lies below
+1, slower where above, "no difference" only where it lies within 1 ± 0.05, else inconclusive.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SETTINGS = {"no limit": [],
             "clients' links 40 Mbit/s": ["--set", "links.rate_mbps=40"],
             "coordinator's link 40 Mbit/s": ["--set", "coordinator_link.rate_mbps=40"]}
 ALGORITHMS = ("ssgd", "esync")
+SAME_WITHIN = 0.05  # "no difference": the round-time ratio's whole interval within 1 ± 0.05
 
 
 def run(setting: str, runtime: str, seeds: str, out: Path) -> float:
@@ -39,6 +41,7 @@ def run(setting: str, runtime: str, seeds: str, out: Path) -> float:
 
 def rows_of(setting: str, out: Path) -> list[str]:
     from edgesync.metrics.seeds import by_seed, interval
+    from edgesync.metrics.verdict import compare, shown
 
     per_seed = by_seed(json.loads((out / "summary.json").read_text()))
     seeds = sorted(per_seed)
@@ -53,16 +56,15 @@ def rows_of(setting: str, out: Path) -> list[str]:
     rows = []
     for algorithm in ALGORITHMS:
         runs = {form: [per_seed[s][f"{algorithm}-{form}"] for s in seeds] for form in ("ps", "allreduce")}
-        ratio = interval([r["duration_s"] / p["duration_s"] for p, r in zip(runs["ps"], runs["allreduce"])])
-        verdict = ("all-reduce faster" if ratio.high is not None and ratio.high < 1 else
-                   "all-reduce slower" if ratio.low is not None and ratio.low > 1 else "no difference")
+        decided = compare([r["duration_s"] / p["duration_s"] for p, r in zip(runs["ps"], runs["allreduce"])],
+                          1.0, SAME_WITHIN, lower="all-reduce faster", higher="all-reduce slower")
         for form in ("ps", "allreduce"):
             r = runs[form]
             cells = [setting, algorithm, form, iv([x["duration_s"] / x["updates"] for x in r], 3),
                      iv([per_round(x, "bytes_up") for x in r]), iv([per_round(x, "bytes_down") for x in r], 3),
                      iv([x["final_acc"] for x in r], 3)]
             if form == "allreduce":
-                cells.append(f"{ratio.mean:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]: {verdict}")
+                cells.append(shown(decided))
             else:
                 cells.append("")
             rows.append("| " + " | ".join(cells) + " |")

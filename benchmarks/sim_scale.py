@@ -193,13 +193,13 @@ def compare_backends(repeats: int, budget: float) -> list[dict]:
 def backends_table(rows: list[dict], budget: float) -> str:
     sys.path.insert(0, str(ROOT))
     from edgesync.metrics.seeds import interval
+    from edgesync.metrics.verdict import against
 
     ratio = interval([r["ratio"] for r in rows])
     lines = [f"| repeat | serial (s) | Ray, {os.cpu_count()} workers (s) | speed-up | metrics identical |", "|---:|---:|---:|---:|---|"]
     for i, r in enumerate(rows):
         lines.append(f"| {i + 1} | {r['serial']:.1f} | {r['ray']:.1f} | {r['ratio']:.2f}× | {'yes' if r['identical'] else 'NO'} |")
-    verdict = ("holds" if ratio.low is not None and ratio.low >= 1.5 else
-               "does not hold" if ratio.high is not None and ratio.high < 1.5 else "inconclusive")
+    verdict = against([r["ratio"] for r in rows], "≥", 1.5)  # the project's one verdict rule
     interval_text = f" [{ratio.low:.2f}, {ratio.high:.2f}]" if ratio.low is not None else ""
     lines.append("")
     lines.append(f"Speed-up {ratio.mean:.2f}×{interval_text} (mean and 95% t-interval over {len(rows)} repeats); "
