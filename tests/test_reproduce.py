@@ -28,7 +28,8 @@ def test_every_experiment_is_a_valid_scenario(exp, quick):
 def row(acc=0.85, t=10.0, bytes_up=1000, updates=100, bytes_per_s=100.0, gap=0.001, diverged=False,
         updates_per_s=10.0, duration=300.0):
     return {"final_acc": acc, "time_to_target_s": t, "bytes_up": bytes_up, "updates": updates,
-            "bytes_per_s": bytes_per_s, "mean_gap": gap, "diverged": diverged, "updates_per_s": updates_per_s,
+            "bytes_per_s": bytes_per_s, "mean_gap": gap, "mean_gap_first_n": gap, "diverged": diverged,
+            "updates_per_s": updates_per_s,
             "duration_s": duration}
 
 
@@ -321,3 +322,16 @@ def test_the_docs_note_reads_a_live_runs_base_steps_from_its_clients(tmp_path):
             "".join(json.dumps({"client": 0, "base_step_s": s}) + "\n" for s in steps))
     assert rp.base_steps(tmp_path) == [21.6, 22.0, 23.0, 24.1]
     assert "base step 21.60–24.10 ms over the runs" in rp.docs_note(tmp_path, "quick-live")
+
+
+def test_a_gap_past_its_bound_or_an_accuracy_back_at_chance_is_divergence_named_not_averaged(tmp_path):
+    """DANA's gap ratio once read 6.9e14 as an "inconclusive" figure: a gap past GAP_DIVERGED is a run that
+    came apart, and the ratio reads the first 100 updates' gaps, before it did."""
+    write_runs(tmp_path)
+    summary = json.loads((tmp_path / "dana" / "summary.json").read_text())
+    summary["dana_dc@clients=16×gamma-homo,seed=2"].update(mean_gap=6.9e14, final_acc=0.1, diverged=False)
+    (tmp_path / "dana" / "summary.json").write_text(json.dumps(summary))
+    gap = next(r for r in rp.evaluate(tmp_path) if r["claim"].text.startswith("NAG-ASGD mean gap ÷ DANA-DC"))
+    assert gap["diverged"][2] == ["dana_dc@clients=16×gamma-homo", "nag_asgd@clients=16×gamma-homo"]
+    assert gap["per_seed"] == pytest.approx({0: 20.0, 1: 20.0, 2: 20.0})  # the early gaps: no 1e14 in the mean
+    assert "diverged in 3/3 (dana_dc@clients=16×gamma-homo, nag_asgd@clients=16×gamma-homo)" in rp.table([gap])

@@ -227,9 +227,14 @@ def test_the_grid_is_extended_one_geometric_step_past_each_chosen_edge_where_the
     sc = scenario({"grid": {"lr": [0.01, 0.05], "momentum": [0.5, 0.9]}})
     configs = {a.key: a for a in sc.algorithms}
     entries = {"asgd": {"at_edge": {"lr": "highest"}}, "mine": {"at_edge": {"lr": "lowest", "momentum": "highest"}}}
-    grid, refused = extended_grid(sc.tune.grid, entries, configs)
+    grid, refused, wanted = extended_grid(sc.tune.grid, entries, configs)
     assert grid == {"lr": [0.002, 0.01, 0.05, 0.25], "momentum": [0.5, 0.9]}
+    assert wanted == {"asgd": {"lr": 0.25}, "mine": {"lr": 0.002}}  # each entry runs only its own new value
     assert refused == {"momentum": "momentum = 1.62 is refused by mine's config: Input should be less than 1"}
+    # an entry's own values decide its step: one that already ran 0.25 steps on to 1.25
+    _, _, wanted = extended_grid(grid, {"asgd": {"at_edge": {"lr": "highest"}, "grid": {"lr": [0.01, 0.05, 0.25]}}},
+                                 configs)
+    assert wanted == {"asgd": {"lr": 1.25}}
 
 
 def test_tuning_extends_past_the_edge_until_the_optimum_is_inside(tmp_path):
@@ -262,3 +267,30 @@ def test_tuning_extends_past_the_edge_until_the_optimum_is_inside(tmp_path):
     assert record["edges_left"] == {"asgd": {"lr": "highest"}}
     assert "**On the grid's edge** (the optimum may lie beyond it): `asgd` `lr` at its highest value." in \
         "\n".join(tuning_section(record))
+
+
+def test_only_the_entries_on_an_edge_are_extended():
+    """Two entries on 0.01, 0.02: `a` peaks at 0.08 (extended twice), `b` at 0.01 (inside after one step down)."""
+    sc = load_scenario({"name": "t", "seed": 3, "clients": 2, "runtime": "sim",
+                        "dataset": {"name": "fashion_mnist", "train_size": 1000},
+                        "algorithms": [{"name": "asgd", "lr": 0.01, "label": "a"}, {"name": "asgd", "lr": 0.01,
+                                                                                  "label": "b"}],
+                        "tune": {"grid": {"lr": [0.01, 0.02]}, "seed": 100, "extend": 3}})
+    peak = {"a": 0.08, "b": 0.01}
+    ran = []
+
+    def run(tuning, folder, again):
+        ran.append(sorted(a.key for a in tuning.algorithms))
+        folder.mkdir(parents=True)
+        (folder / "scenario.yaml").write_text("sim: {measured_step_s: {}}\n")
+        return {a.key: row(0.9 - abs(math.log2(a.lr / peak[a.key.partition("@")[0]])) / 10) for a in tuning.algorithms}
+
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        final, _ = tune_entries(sc, Path(tmp), run, progress=False)
+        record = json.loads((Path(tmp) / "tuning.json").read_text())
+    assert ran[1:] == [["a@lr=0.04", "b@lr=0.005"], ["a@lr=0.08"], ["a@lr=0.16"]]
+    assert [a.lr for a in final.algorithms] == [0.08, 0.01]
+    assert record["entries"]["b"]["grid"] == {"lr": [0.005, 0.01, 0.02]} and record["edges_left"] == {}
+    assert [p["values"]["lr"] for p in record["entries"]["a"]["points"]] == [0.01, 0.02, 0.04, 0.08, 0.16]

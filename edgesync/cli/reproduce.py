@@ -26,6 +26,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
               quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours."""
     from edgesync import reproduce as rp
+    from edgesync.reproduce.audit import write_data
     if runtime not in ("sim", "live"):
         err.print(f"[red]--runtime must be sim or live, not {runtime!r}[/red]", highlight=False)
         raise typer.Exit(2)
@@ -53,5 +54,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
     if write_docs:
         # The folder's record says how its runs were made; runs without one are taken as the options say.
         key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
-        rp.write_docs(text, key, rp.docs_note(root, key))
-        out.print(f"table written to docs/results.md ({key})", highlight=False)
+        note = rp.docs_note(root, key)
+        data = write_data(results, key, note)  # what the table was computed from, to recompute it
+        rp.write_docs(text, key, f"{note}; per-run figures: docs/data/{data.name}")
+        out.print(f"table written to docs/results.md ({key}), its per-run figures to {data}", highlight=False)

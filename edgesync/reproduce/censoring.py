@@ -11,11 +11,20 @@ censored, a run that diverged is named, and a verdict stands only if these seeds
   seed's figure understates the method (a censored baseline time) and every seed gave a figure. Otherwise
   the verdict is "inconclusive", and the table says why.
 - **Divergence.** The seeds in which an entry the claim reads diverged are counted and named beside the
-  figure ("diverged in 1/3 seeds"); the claims themselves count a diverged run's accuracy as chance.
+  figure ("diverged in 1/3 seeds"); the claims themselves count a diverged run's accuracy as chance. An entry
+  diverged when its run says so (a non-finite loss or update), when its final accuracy is back at chance, or
+  when its mean gap is not finite or past GAP_DIVERGED.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+# A mean gap (RMS distance between the parameters a gradient was computed on and those it is applied to, per
+# parameter) past this is a run that came apart, not staleness: trained CNNs' parameters are themselves of RMS
+# ≈ 0.05–0.2, and the healthy runs' gaps are 1e-5–1e-2 (docs/results.md, DANA).
+GAP_DIVERGED = 1.0
+CHANCE_ACC = 0.1  # ten classes: a final accuracy at or below it learned nothing, or forgot it
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,16 @@ class WatchedRows(dict):
         return super().__getitem__(label)
 
     def diverged(self) -> list[str]:
-        """The entries read so far that diverged."""
-        return sorted(label for label in self.read if dict.get(self, label, {}).get("diverged"))
+        """The entries read so far that diverged (see the module docstring)."""
+        return sorted(label for label in self.read if came_apart(dict.get(self, label, {})))
+
+
+def came_apart(row: dict) -> bool:
+    """Whether a summary row is of a run that diverged: it says so, its final accuracy is back at chance, or its
+    mean gap is not finite or past GAP_DIVERGED."""
+    acc, gap = row.get("final_acc"), row.get("mean_gap")
+    return (bool(row.get("diverged")) or (isinstance(acc, (int, float)) and acc <= CHANCE_ACC)
+            or (isinstance(gap, (int, float)) and (not math.isfinite(gap) or gap > GAP_DIVERGED)))
 
 
 def guarded(verdict: str, per_seed: dict, censored: dict) -> tuple[str, str]:

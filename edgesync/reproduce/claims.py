@@ -57,6 +57,12 @@ def _acc(row: dict) -> float:
     return 0.1 if row.get("diverged") else row["final_acc"]  # a diverged run counts as chance
 
 
+def _either(rows: Rows, tagged: str, plain: str) -> dict:
+    """The row labelled `tagged` (a sweep's variant, as the benchmarks run it) or else `plain` (the same setting
+    set directly, as `reproduce` runs it so that it can tune)."""
+    return rows[tagged] if tagged in rows else rows[plain]
+
+
 def _t(rows: Rows, label: str) -> float | None:
     return rows[label]["time_to_target_s"]
 
@@ -89,10 +95,13 @@ def _dana_setting(algorithm: str, kind: str) -> str:
 
 
 def dana_gap_claim(algorithm: str, kind: Literal["homogeneous", "heterogeneous"]) -> Claim:
-    """NAG-ASGD's mean gap ÷ a DANA variant's at N = 16 workers: an order of magnitude in the paper, ≥ 5×."""
+    """NAG-ASGD's mean gap ÷ a DANA variant's at N = 16 workers over their first GAP_FIRST_N applied updates (the
+    same early stretch for both: a whole-run mean would average in a run that diverged later); the paper shows
+    an order of magnitude."""
     label, nag = _dana_setting(algorithm, kind), _dana_setting("nag_asgd", kind)
     return Claim(f"NAG-ASGD mean gap ÷ {_DANA_NAMES[algorithm]} mean gap, N = 16 {kind}", "dana.txt Fig. 2(b)", "~10×",
-                 "dana", lambda r: _ratio(r[nag]["mean_gap"], r[label]["mean_gap"]), "≥", 1, paper_value=10,
+                 "dana", lambda r: _ratio(r[nag]["mean_gap_first_n"], r[label]["mean_gap_first_n"]), "≥", 1,
+                 paper_value=10,
                  regime="paper: ResNet-20 on CIFAR-10, 8 workers, read off a log-scale plot; ours: N = 16")
 
 
@@ -123,11 +132,13 @@ ESYNC_NONIID = Claim("non-i.i.d.: ESync final acc − ASGD final acc", "esync.tx
                      "esync_noniid", lambda r: 100 * (_acc(r["esync"]) - _acc(r["asgd"])), "≥", 0, " pt")
 SHAT_SCALE = Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "+2.92 pt (ResNet-50), +5.22 pt "
                    "(VGG-16)", "shat_scale",
-                   lambda r: 100 * (_acc(r["shat@clients=16"]) - _acc(r["asp@clients=16"])), "≥", 0, " pt",
+                   lambda r: 100 * (_acc(_either(r, "shat@clients=16", "shat"))
+                                    - _acc(_either(r, "asp@clients=16", "asp"))), "≥", 0, " pt",
                    paper_value=2.92, regime="paper: ResNet-50 and VGG-16 on CIFAR-10, 250 epochs; ours: a small CNN "
                    "on Fashion-MNIST (the smaller of the paper's two gains is the bound)")
 SHAT_HETERO = Claim("SHAT final acc − ASP final acc, one ×100 straggler (HE2)", "shat.txt Fig. 5", "SHAT above ASP",
-                    "shat_hetero", lambda r: 100 * (_acc(r["shat@profile=x100"]) - _acc(r["asp@profile=x100"])),
+                    "shat_hetero", lambda r: 100 * (_acc(_either(r, "shat@profile=x100", "shat"))
+                                                    - _acc(_either(r, "asp@profile=x100", "asp"))),
                     "≥", 0, " pt")
 DGS_BYTES_UP = bytes_per_update_claim(
     "dgs", "up", by_construction="rate 0.01: each update carries 1% of the entries, as (index, value) pairs")

@@ -34,6 +34,7 @@ def evaluate(out: Path) -> list[dict]:
         per_seed: dict[int | None, float | None] = {}
         censored: dict[int | None, Censored] = {}
         diverged: dict[int | None, list[str]] = {}
+        read: dict[int | None, dict[str, dict]] = {}  # per seed, the rows the claim read (docs/data/, audit.py)
         whys = []
         for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
             watched = WatchedRows(rows)
@@ -53,6 +54,7 @@ def evaluate(out: Path) -> list[dict]:
                     whys.append("not finite")
             if names := watched.diverged():
                 diverged[seed] = names
+            read[seed] = {label: rows[label] for label in sorted(watched.read) if label in rows}
             per_seed[seed] = value
         values = [v for v in per_seed.values() if v is not None]
         iv = interval(values)
@@ -62,7 +64,7 @@ def evaluate(out: Path) -> list[dict]:
         results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
                         "censored": censored, "diverged": diverged, "caveat": caveat,
                         "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown,
-                        "magnitude": magnitude, "magnitude_caveat": magnitude_caveat})
+                        "magnitude": magnitude, "magnitude_caveat": magnitude_caveat, "rows": read})
     return results
 
 

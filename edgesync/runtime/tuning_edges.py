@@ -46,15 +46,17 @@ def step_past(values: list[float], side: str) -> float | None:
 
 
 def extended_grid(grid: dict[str, list[Any]], entries: dict[str, dict], configs: dict[str, Any]
-                  ) -> tuple[dict[str, list[Any]], dict[str, str]]:
+                  ) -> tuple[dict[str, list[Any]], dict[str, str], dict[str, dict[str, float]]]:
     """The grid with one more value past every edge some entry chose (`entries`: tuning.json's per-entry
-    records, `configs`: label → the entry's config), and {key: why it was not extended} for edges that
-    cannot be (a value the config refuses, or no geometric step)."""
+    records, each with the values it ran under `grid`; `configs`: label → the entry's config); {key: why it
+    was not extended} for edges that cannot be (a value the config refuses, or no geometric step); and per
+    entry the values added for it ({label: {key: value}}: only those points are run for it)."""
     new = {k: list(v) for k, v in grid.items()}
     refused: dict[str, str] = {}
+    wanted: dict[str, dict[str, float]] = {}
     for label, entry in entries.items():
         for key, side in entry.get("at_edge", {}).items():
-            value = step_past(grid[key], side)
+            value = step_past(entry.get("grid", {}).get(key) or grid[key], side)
             if value is None:
                 refused[key] = f"{key}: no geometric step past {grid[key]}"
                 continue
@@ -64,7 +66,8 @@ def extended_grid(grid: dict[str, list[Any]], entries: dict[str, dict], configs:
             except ValidationError as exc:
                 refused[key] = f"{key} = {value:g} is refused by {label}'s config: {exc.errors()[0]['msg']}"
                 continue
+            wanted.setdefault(label, {})[key] = value
             if value not in new[key]:
                 new[key].append(value)
                 new[key].sort()
-    return new, refused
+    return new, refused, wanted
