@@ -26,6 +26,12 @@ WRITERS = {
     "dana_coordinator": "benchmarks/dana_coordinator.py --write-docs (and --live-check --write-docs)",
     "warm_start": "benchmarks/warm_start.py --write-docs",
     "flower_overhead": "benchmarks/flower_overhead.py --write-docs",
+    "quickstart": "benchmarks/quickstart_table.py --write-docs",
+    "cold_step": "benchmarks/cold_step.py --write-docs",
+    "sim_backends": "benchmarks/sim_scale.py --backends --write-docs",
+    "sim_at_scale": "benchmarks/sim_scale.py --scenario FILE --write-docs",
+    "package_picture": "scripts/package_picture.py --write-docs",
+    "reproduce_parallel": "benchmarks/reproduce_parallel.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 
@@ -78,3 +84,19 @@ def stray_figures(text: str) -> list[str]:
         elif match := _MEASURED.search(line):
             found.append(f"line {n}: a measured figure in prose ({match.group(0).strip()}): {line.strip()[:80]}")
     return found
+
+
+# A decimal with a unit of time, size, rate or share, or any number with × or pt: "21.6 ms", "0.74 MB", "5.9 %",
+# "2.2×". A whole number with a unit ("10 Mbit/s links", "every 30 s", "a ×10 client") is a setting, and
+# "28×28" a shape.
+_WITH_UNIT = re.compile(r"(?<![\w.×])[−+-]?\d+(?:[.,]\d+)?\s?(?:×(?!\d)|pt\b)|(?<![\w.])\d+[.,]\d+\s?(?:%|ms\b|s\b|µs\b|"
+                        r"MB\b|GB\b|kB\b|KB\b|MiB\b|GiB\b|min\b|Mbit/s|Gbit/s|CPU-s)")
+
+
+_CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def measured_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of the lines outside every block and code fence that hold a measured-looking figure
+    outside `code spans` (a value in code is a setting: `slack_s: 0.5`, `--budget 0.8`)."""
+    return [(n, line) for n, line in outside_blocks(text) if _WITH_UNIT.search(_CODE_SPAN.sub("", line))]

@@ -91,9 +91,12 @@ def clients_table(run: RunData) -> list[str]:
 
 
 FIDELITY_NOTE = ("Each client's slowdown relative to the fastest profile's clients in the same entry: achieved "
-                 "= its median step time over theirs, target = its profile's median factor over theirs. Base "
-                 "step: the ×1 device's step time the run paced at; isolation: how the client's process was "
-                 "pinned or capped.")
+                 "= its median step time over theirs, target = its profile's median factor over theirs. End to "
+                 "end: their steps per second of wall time over its own, as the algorithm felt it, and what the "
+                 "emulation predicts once the time between steps is counted (asynchronous: the fastest clients' "
+                 "time outside their steps paid by every client, so a ×k client is less than ×k slower; "
+                 "synchronous: ×1, the barrier). Base step: the ×1 device's step time the run paced at; "
+                 "isolation: how the client's process was pinned or capped.")
 
 
 def fidelity_table(run: RunData) -> list[str]:
@@ -101,13 +104,14 @@ def fidelity_table(run: RunData) -> list[str]:
     rows = sorted((r for r in run.clients if r.get("achieved_factor") is not None),
                   key=lambda r: (order.get(str(r.get("algorithm")), len(order)), sort_key(r.get("client"))))
     header = ["Entry", "Client", "Profile", "Host", "Base step (ms)", "Median step (ms)", "Target ×", "Achieved ×",
-              "Error", "Isolation"]
+              "Error", "End to end ×", "Predicted ×", "Isolation"]
     ms = lambda v: fixed_text(None if num(v) is None else num(v) * 1e3, 2)
     body = [[code(r.get("algorithm")), cell_text(r.get("client")), cell_text(r.get("profile")), cell_text(r.get("host")),
              ms(r.get("base_step_s")), ms(r.get("median_step_s")), fixed_text(r.get("target_factor"), 2),
-             fixed_text(r.get("achieved_factor"), 2), signed_pct(r.get("fidelity_error")), cell_text(r.get("isolation"))]
+             fixed_text(r.get("achieved_factor"), 2), signed_pct(r.get("fidelity_error")),
+             fixed_text(r.get("e2e_factor"), 2), fixed_text(r.get("e2e_predicted"), 2), cell_text(r.get("isolation"))]
             for r in rows]
-    return md_table(header, body, align="lrllrrrrrl")
+    return md_table(header, body, align="lrllrrrrrrrl")
 
 
 STALENESS_NOTE = (f"Per applied update (updates.jsonl): the lag τ, DANA's gap G = ‖θ_apply − θ_computed‖₂/√k and "

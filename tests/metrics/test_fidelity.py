@@ -43,3 +43,21 @@ def test_a_client_off_by_more_than_the_tolerance_is_named_with_the_likely_cause(
     assert "too many clients per core on vm (3 clients there)" in warnings[0]
     assert warnings[0] in caplog.text
     assert warn_if_off("ssgd", rows, tolerance=0.7) == []
+
+
+def test_end_to_end_factors_count_the_time_between_steps():
+    # ×1 clients: 100 steps of 20 ms plus 10 ms outside each (wall 3 s); the ×10 client: 15 steps of 200 ms
+    # plus 10 ms each (wall 3.15 s). End to end it is (1/0.03)/(15/3.15) = 7.0× slower; the model predicts
+    # (10 × 20 + 10) / (20 + 10) = 7.0 as well: communication dilutes ×10 to ×7 for an asynchronous algorithm.
+    rows = [{**row(r, "x1", 0.020, 1.0, steps=100), "wall_s": 3.0, "wait_s": 1.0} for r in (0, 1)]
+    rows.append({**row(2, "x10", 0.200, 10.0, steps=15), "wall_s": 3.15, "wait_s": 0.15})
+    annotate(rows)
+    assert rows[2]["e2e_factor"] == pytest.approx(7.0) and rows[2]["e2e_predicted"] == pytest.approx(7.0)
+    assert rows[0]["e2e_factor"] == rows[0]["e2e_predicted"] == 1.0
+    # a straggler that also waited longer than the others per step (its own slow link): slower than predicted
+    rows[2].update(wall_s=4.5, wait_s=1.5)
+    annotate(rows)
+    assert rows[2]["e2e_factor"] == pytest.approx(10.0) and rows[2]["e2e_predicted"] == pytest.approx(7.0)
+    # synchronous: the barrier makes every client as slow as the slowest; the model predicts ×1 for all
+    annotate(rows, synchronous=True)
+    assert rows[2]["e2e_predicted"] == 1.0

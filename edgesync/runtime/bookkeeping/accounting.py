@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgesync import algorithms
 from edgesync.algorithms.machinery.base import AlgorithmConfig
 from edgesync.metrics import fidelity
 from edgesync.metrics.recorder import RunRecorder
@@ -146,7 +147,7 @@ class AlgorithmAccount:
     def write_clients(self, rows: list[dict[str, Any]], tolerance: float = 0.05) -> None:
         """Every client's row for this algorithm, with its factors relative to the fastest clients
         (metrics/fidelity.py; a warning for each one off by more than `tolerance`)."""
-        fidelity.annotate(rows)
+        fidelity.annotate(rows, synchronous=algorithms.get(self.config.name).family == "synchronous")
         fidelity.warn_if_off(self.key, rows, tolerance)
         for row in rows:
             self.recorder.log_client(row)

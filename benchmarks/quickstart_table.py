@@ -1,0 +1,82 @@
+"""The README's quick-start table, from real runs of `make quickstart`'s scenario on this machine.
+
+    .venv/bin/python benchmarks/quickstart_table.py [--runs 2] [--write-docs]
+
+Each run is `edgesync run scenarios/quickstart.yaml` as the quick start runs it (live, four client processes,
+the budget in base steps). Per entry the table gives the range over the runs of the time to 0.80, the samples
+per second, the fast clients' compute-time ratio, and the ×10 client's achieved factor; the note under it
+names the machine and the shared base step each run measured. `--write-docs` puts it into README.md between
+`<!-- quickstart:begin -->` and `<!-- quickstart:end -->`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from timed_run import timed_run
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def span(values: list[float], fmt: str) -> str:
+    """'42–52' or '47' (one value, or all equal), each formatted with `fmt`."""
+    shown = sorted({format(v, fmt) for v in values}, key=float)
+    return shown[0] if len(shown) == 1 else f"{format(min(values), fmt)}–{format(max(values), fmt)}"
+
+
+def read(run: Path) -> tuple[dict, list[dict]]:
+    clients = [json.loads(line) for line in (run / "clients.jsonl").read_text().splitlines() if line.strip()]
+    return json.loads((run / "summary.json").read_text()), clients
+
+
+def table(runs: list[Path]) -> tuple[str, list[float]]:
+    per_run = [read(r) for r in runs]
+    labels = list(per_run[0][0])
+    lines = ["| | time to 0.80 | samples/s | compute-time ratio, fast clients | ×10 client, achieved × |",
+             "|---|---:|---:|---:|---:|"]
+    bases = sorted({round(1e3 * c["base_step_s"], 2) for _, clients in per_run for c in clients
+                    if isinstance(c.get("base_step_s"), float)})
+    for label in labels:
+        times = [s[label]["time_to_target_s"] for s, _ in per_run]
+        reached = [t for t in times if t is not None]
+        time_text = (span(reached, ".0f") + " s") if len(reached) == len(times) else \
+            f"reached in {len(reached)}/{len(times)} runs" + (f" ({span(reached, '.0f')} s)" if reached else "")
+        fast = [c["compute_s"] / c["wall_s"] for _, clients in per_run for c in clients
+                if c["algorithm"] == label and c.get("target_factor") == 1.0 and c.get("wall_s")]
+        slow = [c["achieved_factor"] for _, clients in per_run for c in clients
+                if c["algorithm"] == label and c.get("profile") == "x10" and c.get("achieved_factor")]
+        lines.append(f"| {label.upper()} | {time_text} | {span([s[label]['samples_per_s'] for s, _ in per_run], ',.0f')} "
+                     f"| {span([statistics.median(fast)], '.2f') if fast else 'n/a'} | {span(slow, '.2f') if slow else 'n/a'} |")
+    return "\n".join(lines), bases
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args()
+    from edgesync.docs_block import replace_block
+    from edgesync.reproduce import machine
+    root = Path(tempfile.mkdtemp(prefix="quickstart-table-"))
+    runs = []
+    for i in range(args.runs):
+        out = root / f"run-{i}"
+        timed_run(f"quick start {i + 1}/{args.runs}", ["scenarios/quickstart.yaml", "--out", str(out), "-q"])
+        runs.append(out)
+    text, bases = table(runs)
+    note = (f"_Written by `benchmarks/quickstart_table.py --runs {args.runs} --write-docs` on {time.strftime('%Y-%m-%d')}"
+            f": {args.runs} runs of `make quickstart`'s scenario; machine: {machine()}; shared base step "
+            f"{', '.join(f'{b:.2f}' for b in bases)} ms. Ranges over the runs; the budget is 4,000 base steps._")
+    print(note + "\n\n" + text)
+    if args.write_docs:
+        replace_block(ROOT / "README.md", "<!-- quickstart:begin -->", "<!-- quickstart:end -->", f"{note}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()

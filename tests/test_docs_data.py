@@ -1,0 +1,62 @@
+"""Every reproduced table in docs/results.md can be traced to the runs behind it: docs/data/ holds their
+per-run figures (edgesync/reproduce/audit.py), and the table's figures are recomputed from them here, through
+the same code `edgesync reproduce` decides with."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgesync import reproduce as rp
+from edgesync.docs_block import blocks
+from edgesync.reproduce.audit import DATA_DIR, data_file
+from edgesync.reproduce.verdicts import _figure
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+UNTRACED = "no per-run data kept"  # what a block written before docs/data/ existed says of itself
+
+
+def _block_texts() -> dict[str, str]:
+    lines = RESULTS.read_text().splitlines()
+    return {name: "\n".join(lines[first - 1:last]) for name, first, last in blocks(RESULTS.read_text())
+            if name.startswith("reproduce:")}
+
+
+def _rebuild(record: dict, root: Path) -> None:
+    """The summary.json of each experiment, from the rows the claims read: seed-tagged labels, as a run writes."""
+    summaries: dict[str, dict] = {}
+    for claim in record["claims"]:
+        for seed, rows in claim["rows"].items():
+            for label, row in rows.items():
+                tagged = f"{label},seed={seed}" if "@" in label else f"{label}@seed={seed}"
+                summaries.setdefault(claim["experiment"], {})[tagged] = row
+    for experiment, summary in summaries.items():
+        (root / experiment).mkdir(parents=True, exist_ok=True)
+        (root / experiment / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.mark.parametrize("name", sorted(_block_texts()))
+def test_each_reproduced_table_is_recomputed_from_docs_data(name, tmp_path):
+    key, text = name.split(":", 1)[1], _block_texts()[name]
+    path = data_file(key)
+    if UNTRACED in text.splitlines()[1]:
+        assert not path.exists(), f"{name} says it has no per-run data, but {path} exists"
+        pytest.skip(f"{name}: written before docs/data/ existed ({UNTRACED}); a re-run of its command traces it")
+    assert path.exists(), f"{name}: no {path.relative_to(DATA_DIR.parents[1])}; rerun its command with --write-docs"
+    record = json.loads(path.read_text())
+    assert record["block"] == name and f"docs/data/{path.name}" in text.splitlines()[1]
+    _rebuild(record, tmp_path)
+    recomputed = {r["claim"].text: r for r in rp.evaluate(tmp_path)}
+    for claim in record["claims"]:
+        r = recomputed[claim["text"]]
+        assert r["per_seed"] == pytest.approx({int(s): v for s, v in claim["per_seed"].items()}, nan_ok=True)
+        row = next(line for line in text.splitlines() if line.startswith(f"| {claim['text']} |"))
+        assert _figure(r) in row, f"{claim['text']}: the table says {row!r}, docs/data gives {_figure(r)!r}"
+        assert r["verdict"] in row or r["claim"].by_construction, claim["text"]
+
+
+def test_every_data_file_belongs_to_a_block():
+    names = set(_block_texts())
+    for path in sorted(DATA_DIR.glob("reproduce-*.json")):
+        assert json.loads(path.read_text())["block"] in names, f"{path}: its block is gone from docs/results.md"
