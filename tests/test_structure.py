@@ -55,7 +55,7 @@ RUNTIME_LAYERS = (
     Layer("bookkeeping", ("bookkeeping",)),
     Layer("spreading the server", ("sharding", "allreduce")),
     Layer("runtimes", ("live", "sim")),
-    Layer("running a scenario", ("tuning", "runs"), linked=True),
+    Layer("running a scenario", ("tuning", "tuning_edges", "runs"), linked=True),
 )
 
 

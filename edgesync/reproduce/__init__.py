@@ -5,23 +5,26 @@
     edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
 
 Each experiment is a scenario of scenarios/ run with a few `--set` overrides (fewer algorithms,
-shorter runs in --quick) and `seeds` (0–2 quick, 0–4 full; `--seeds` to change). Each claim's figure is
-computed per seed from the run folder's summary.json (paired: a ratio of two entries is taken within
-one seed), then summarised as a mean with a 95% Student-t interval over the seeds (metrics/seeds.py).
-The verdict is three-way: *holds* when the whole interval is on the claim's side of its threshold,
-*does not hold* when the whole interval is on the other side, *inconclusive* otherwise (and always with
-fewer than two seeds, or when a seed that did not give a plain figure could turn it). A figure that
-follows from the configuration (a configured compression density fixes bytes per update; the largest
-shard's share bounds a sharded server's throughput) is listed apart, with the formula that fixes it,
-and never counted as a verdict. Nothing in the table
-is typed in. The output folder's reproduce.json records, per experiment, the mode, runtime,
-overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md between
-the markers of its mode and runtime, with the machine, base step times and seeds it was run with.
+shorter runs in --quick) and `seeds` (0–2 quick, 0–4 full; `--seeds` to change); every experiment but
+DANA's first tunes baseline and method alike on one grid, on validation data and on seed 100, which is
+never evaluated. Each claim's figure is computed per seed from the run folder's summary.json (paired: a
+ratio of two entries is taken within one seed), then summarised as a mean with a 95% Student-t interval
+over the seeds (metrics/seeds.py), and read twice by the project's one verdict rule (metrics/verdict.py,
+at least three seeds): *direction*, the method better at all, and *magnitude*, at least the paper's own
+figure. Each reading *holds* when the whole interval is on its bound's side, *does not hold* when the
+whole interval is on the other side, and is *inconclusive* otherwise (and when a seed that did not give a
+plain figure could turn it). A figure that follows from the configuration (a configured compression
+density fixes bytes per update; ESync's rounds fix its traffic; the largest shard's share bounds a sharded
+server's throughput) is listed apart, with the formula that fixes it, and never counted as a verdict.
+Nothing in the table is typed in. The output folder's reproduce.json records, per experiment, the mode,
+runtime, overrides, seeds, wall time and machine; `--write-docs` puts the table into docs/results.md
+between the markers of its mode and runtime, with the machine, base step times and seeds it was run
+with, and the per-run figures it was computed from into docs/data/ (audit.py).
 
 experiments.py: what runs; claims.py: each claim, defined once (the benchmarks use them too); suite.py:
 running and the manifest; verdicts.py: figures, intervals, verdicts and the table; censoring.py: seeds
 without a plain figure (an unreached time censored at its run's end, divergence named), counted against
-the method; results_doc.py: docs/results.md.
+the method; results_doc.py: docs/results.md; audit.py: docs/data/.
 """
 from __future__ import annotations
 
