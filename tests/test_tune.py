@@ -294,3 +294,18 @@ def test_only_the_entries_on_an_edge_are_extended():
     assert [a.lr for a in final.algorithms] == [0.08, 0.01]
     assert record["entries"]["b"]["grid"] == {"lr": [0.005, 0.01, 0.02]} and record["edges_left"] == {}
     assert [p["values"]["lr"] for p in record["entries"]["a"]["points"]] == [0.01, 0.02, 0.04, 0.08, 0.16]
+
+
+def test_a_tuning_run_is_not_checked_as_a_grid_to_tune_again():
+    """The tuning runs of a 5 × 3 grid are 20 entries (5 of asgd, 15 of dgs); read as a grid to tune again
+    they would be 5·5 + 15·15 = 250 runs, past MAX_TUNE_RUNS: they are not, a tuning run is run as written."""
+    sc = load_scenario({"name": "t", "clients": 2, "runtime": "sim", "algorithms": [
+        {"name": "asgd", "lr": 0.05}, {"name": "dgs", "lr": 0.015, "momentum": 0.7}],
+        "tune": {"grid": {"lr": [0.0075, 0.015, 0.03, 0.05, 0.0833], "momentum": [0.5, 0.7, 0.9]}}})
+    assert len(tuning_scenario(sc).algorithms) == 20
+
+
+def test_a_scenario_error_crosses_a_process_boundary_whole():
+    import pickle
+    err = pickle.loads(pickle.dumps(ScenarioError("f.yaml", ["stop.max_updates: must be ≥ 1 (got 0)"])))
+    assert err.problems == ["stop.max_updates: must be ≥ 1 (got 0)"] and str(err).startswith("f.yaml: stop.")

@@ -33,6 +33,11 @@ class ScenarioError(ValueError):
         self.problems = problems
         super().__init__("\n".join(f"{source}: {p}" for p in problems))
 
+    def __reduce__(self):
+        # rebuilt from its two arguments: an error raised in a worker process (reproduce --jobs) reaches the
+        # parent as itself, not as a broken process pool
+        return type(self), (self.source, self.problems)
+
 
 def _loc(loc: tuple) -> str:
     # Drop the discriminator tags pydantic inserts (algorithms.1.ssgd.lr → algorithms.1.lr) and the

@@ -127,6 +127,8 @@ class Scenario(Strict):
         entries = info.data.get("algorithms")
         if tune is None or entries is None:  # invalid entries are reported as such
             return tune
+        if getattr(info.data.get("eval"), "on", "test") == "validation":
+            return tune  # a tuning run: its entries are the grid's points, kept only for the validation set
         check_tune(tune, entries, info.data.get("stop"), info.data.get("sweep"))
         return tune
 
