@@ -10,7 +10,7 @@ import typer
 from edgesync.cli.shared import err, out, parse_seeds
 
 
-def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds: about 11 minutes on 2 cores"),
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds, every baseline tuned: about 25 minutes on 2 cores"),
               runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
               seeds: Optional[str] = typer.Option(None, "--seeds", help="seeds for every experiment, e.g. 0-4 "
                                                   "(default 0-2 with --quick, else 0-4)"),

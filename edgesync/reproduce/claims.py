@@ -126,8 +126,9 @@ ESYNC_SPEEDUP = Claim("ESync time to 0.80 vs tuned SSGD, one ×10 straggler", "e
 ESYNC_TRAFFIC = Claim("ESync bytes/s ÷ ASGD bytes/s", "esync.txt §5", "1/15", "esync_iid",
                       lambda r: _ratio(r["esync"]["bytes_per_s"], r["asgd"]["bytes_per_s"]), "≤", 1, "",
                       paper_value=1 / 15, by_construction="4 clients × 1 update per round of 10 base steps ÷ ASGD's "
-                      "(1 + 1 + 1/2 + 1/10) updates per base step = 4 / 26 = 0.154 at profiles ×1, ×1, ×2, ×10 "
-                      "(equal bytes per update)")
+                      "(1 + 1 + 1/2 + 1/10) updates per base step ≈ 4 / 26 = 0.154 at profiles ×1, ×1, ×2, ×10 "
+                      "(equal bytes per update; each round's model transfers and queries add to it, most in runs "
+                      "that stop at the target after a few rounds)")
 ESYNC_NONIID = Claim("non-i.i.d.: ESync final acc − ASGD final acc", "esync.txt §5", "ASGD impaired, ESync not",
                      "esync_noniid", lambda r: 100 * (_acc(r["esync"]) - _acc(r["asgd"])), "≥", 0, " pt")
 SHAT_SCALE = Claim("SHAT final acc − ASP final acc, n = 16", "shat.txt Table 2", "+2.92 pt (ResNet-50), +5.22 pt "
