@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 def span(values: list[float], fmt: str) -> str:
     """'42–52' or '47' (one value, or all equal), each formatted with `fmt`."""
-    shown = sorted({format(v, fmt) for v in values}, key=float)
-    return shown[0] if len(shown) == 1 else f"{format(min(values), fmt)}–{format(max(values), fmt)}"
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low}–{high}"
 
 
 def read(run: Path) -> tuple[dict, list[dict]]:
@@ -60,15 +60,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--from", dest="reuse", type=Path, default=None, help="re-read the run folders run-0, run-1, … "
+                    "of an earlier call (its temporary folder, printed at the end)")
     args = ap.parse_args()
     from edgesync.docs_block import replace_block
     from edgesync.reproduce import machine
-    root = Path(tempfile.mkdtemp(prefix="quickstart-table-"))
+    root = args.reuse or Path(tempfile.mkdtemp(prefix="quickstart-table-"))
     runs = []
     for i in range(args.runs):
         out = root / f"run-{i}"
-        timed_run(f"quick start {i + 1}/{args.runs}", ["scenarios/quickstart.yaml", "--out", str(out), "-q"])
+        if args.reuse is None:
+            timed_run(f"quick start {i + 1}/{args.runs}", ["scenarios/quickstart.yaml", "--out", str(out), "-q"])
         runs.append(out)
+    print(f"run folders: {root}", file=sys.stderr)
     text, bases = table(runs)
     note = (f"_Written by `benchmarks/quickstart_table.py --runs {args.runs} --write-docs` on {time.strftime('%Y-%m-%d')}"
             f": {args.runs} runs of `make quickstart`'s scenario; machine: {machine()}; shared base step "
