@@ -196,7 +196,9 @@ def client_totals(stats: TrainerStats, clock: ClientClock, end: float, device: s
     median_factor = factors.median() if factors is not None else None
     return {"steps": stats.steps, "samples": stats.samples, "compute_s": round(stats.compute_s, 6),
             "wait_s": round(clock.wait_until(end), 6),
-            "wall_s": round(clock.wall_until(max(end, wall_end or end)), 6), "device": device,
+            # never below the compute it holds: the steps' own readings of the clock can add up to a few µs
+            # past the span they lie in
+            "wall_s": round(max(clock.wall_until(max(end, wall_end or end)), stats.compute_s), 6), "device": device,
             "gpu": gpu, "reference_s": reference_s, "base_s": base_s,
             "median_step_s": None if median_step is None else round(median_step, 6),
             "median_factor": 1.0 if median_factor is None else round(median_factor, 6), "isolation": isolation,
