@@ -57,8 +57,12 @@ def replace_block(doc: Path, begin: str, end: str, body: str, missing: str | Non
     doc.write_text(content)
 
 
-# 5.8×, −1.8 pt, 83.1 %; a whole percentage ("a 95% interval", "99% sparsity") is a setting
-_MEASURED = re.compile(r"(?<![\w.×])[−+-]?(?:\d+(?:[.,]\d+)?\s?(?:×|pt\b)|\d+[.,]\d+\s?%)")
+# A decimal with a unit of time, size, rate or share, or any number with × or pt: "21.6 ms", "0.74 MB", "5.9 %",
+# "2.2×". A whole number with a unit ("10 Mbit/s links", "every 30 s", "a ×10 client") is a setting, and
+# "28×28" a shape.
+_WITH_UNIT = re.compile(r"(?<![\w.×])[−+-]?\d+(?:[.,]\d+)?\s?(?:×(?!\d)|pt\b)|(?<![\w.])\d+[.,]\d+\s?(?:%|ms\b|s\b|µs\b|"
+                        r"MB\b|GB\b|kB\b|KB\b|MiB\b|GiB\b|min\b|Mbit/s|Gbit/s|CPU-s)")
+_CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def outside_blocks(text: str) -> list[tuple[int, str]]:
@@ -76,27 +80,21 @@ def outside_blocks(text: str) -> list[tuple[int, str]]:
 
 def stray_figures(text: str) -> list[str]:
     """What a results page holds outside its blocks that only a run should write: table rows, and
-    measured-looking figures in prose (a number with × or pt, a decimal percentage); each as 'line N: …'."""
+    measured-looking figures in prose (as measured_lines); each as 'line N: …'."""
     found = []
     for n, line in outside_blocks(text):
         if line.lstrip().startswith("|"):
             found.append(f"line {n}: a table row outside a regenerated block: {line.strip()[:80]}")
-        elif match := _MEASURED.search(line):
+        elif match := _figure(line):
             found.append(f"line {n}: a measured figure in prose ({match.group(0).strip()}): {line.strip()[:80]}")
     return found
-
-
-# A decimal with a unit of time, size, rate or share, or any number with × or pt: "21.6 ms", "0.74 MB", "5.9 %",
-# "2.2×". A whole number with a unit ("10 Mbit/s links", "every 30 s", "a ×10 client") is a setting, and
-# "28×28" a shape.
-_WITH_UNIT = re.compile(r"(?<![\w.×])[−+-]?\d+(?:[.,]\d+)?\s?(?:×(?!\d)|pt\b)|(?<![\w.])\d+[.,]\d+\s?(?:%|ms\b|s\b|µs\b|"
-                        r"MB\b|GB\b|kB\b|KB\b|MiB\b|GiB\b|min\b|Mbit/s|Gbit/s|CPU-s)")
-
-
-_CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def measured_lines(text: str) -> list[tuple[int, str]]:
     """(line number, line) of the lines outside every block and code fence that hold a measured-looking figure
     outside `code spans` (a value in code is a setting: `slack_s: 0.5`, `--budget 0.8`)."""
-    return [(n, line) for n, line in outside_blocks(text) if _WITH_UNIT.search(_CODE_SPAN.sub("", line))]
+    return [(n, line) for n, line in outside_blocks(text) if _figure(line)]
+
+
+def _figure(line: str) -> re.Match | None:
+    return _WITH_UNIT.search(_CODE_SPAN.sub("", line))

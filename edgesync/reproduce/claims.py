@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from edgesync.reproduce.censoring import CHANCE_ACC
+
 Rows = dict[str, dict]  # run label → its summary row
 
 
@@ -54,7 +56,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _acc(row: dict) -> float:
-    return 0.1 if row.get("diverged") else row["final_acc"]  # a diverged run counts as chance
+    return CHANCE_ACC if row.get("diverged") else row["final_acc"]  # a diverged run counts as chance
 
 
 def _either(rows: Rows, tagged: str, plain: str) -> dict:

@@ -132,9 +132,10 @@ def selection(scenario: Scenario, tuning: Scenario, summary: dict, split: dict, 
     entries = {}
     for g in entry_grids(scenario):
         base = scenario.algorithms[g.index]
-        if base_grid is not None:
-            inside = [p for p in g.points if all(v in base_grid[k] for k, v in p.items())]
-            g.points[:] = [p for p in g.points if p in inside or g.run_label(p) in summary]
+        if base_grid is not None:  # an extended grid: the points this entry ran
+            g.points[:] = [p for p in g.points
+                           if g.run_label(p) in summary or all(v in base_grid[k] for k, v in p.items())]
+        ran = {k: [v for v in tune.grid[k] if any(p[k] == v for p in g.points)] for k in g.keys}
         rows = [summary.get(g.run_label(p)) for p in g.points]
         points = [{"label": g.run_label(p), "values": p, "final_acc": (r or {}).get("final_acc"),
                    "best_acc": (r or {}).get("best_acc"), "time_to_target_s": (r or {}).get("time_to_target_s"),
@@ -143,7 +144,7 @@ def selection(scenario: Scenario, tuning: Scenario, summary: dict, split: dict, 
         won = choose(rows, tune.metric) if rows else None
         entries[g.label] = {
             "algorithm": g.name,
-            "grid": {k: sorted({p[k] for p in g.points}, key=_order) for k in g.keys},  # the values it ran
+            "grid": ran,  # the values it ran
             "not_applicable": g.not_applicable,
             "untuned": {k: getattr(base, k) for k in g.keys},  # the entry's own values, which tuning replaced
             "points": points,
@@ -151,18 +152,11 @@ def selection(scenario: Scenario, tuning: Scenario, summary: dict, split: dict, 
             "chosen_label": points[won]["label"] if won is not None else None,
             "figure": points[won]["figure"] if won is not None else None,
             "all_diverged": bool(points) and all(p["diverged"] for p in points),
-            "at_edge": edges(g.keys, points[won]["values"], {k: [p[k] for p in g.points] for k in g.keys})
-            if won is not None else {},
+            "at_edge": edges(g.keys, points[won]["values"], ran) if won is not None else {},
         }
     return {"metric": tune.metric, "figure_key": key, "grid": tune.grid, "validation": split,
             "seed": tuning.seed, "stop": tuning.stop.model_dump(mode="json"), "runs": sum(len(e["points"]) for e in entries.values()),
             "folder": TUNING_DIR, "scenario_digest": digest, "entries": entries}
-
-
-def _order(value: Any) -> tuple:
-    """Numbers in order, anything else after them as written."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return (0, value, "") if number else (1, 0, str(value))
 
 
 def apply_choice(scenario: Scenario, record: dict) -> Scenario:
@@ -242,8 +236,6 @@ def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, s
     own (tuning-extended-K); the record then holds the extended grid, the rounds, and the edges left."""
     rounds, refused, base_grid = [], {}, scenario.tune.grid
     for round_ in range(1, scenario.tune.extend + 1):
-        if not any(e["at_edge"] for e in record["entries"].values()):
-            break
         configs = {entry.key: entry for entry in scenario.algorithms}
         grid, refused, wanted = extended_grid(scenario.tune.grid, record["entries"], configs)
         if not wanted:
@@ -251,14 +243,13 @@ def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, s
         data = scenario.resolved()
         data["tune"]["grid"] = grid
         scenario = load_scenario(data, source=f"{scenario.name}: tuning grid extended past its edges")
-        wider = tuning_scenario(scenario)
-        new = [a for a in wider.resolved()["algorithms"] if a["label"] not in summary
+        narrowed = tuning_scenario(scenario).resolved()
+        new = [a for a in narrowed["algorithms"] if a["label"] not in summary
                and any(a.get(key) == v for key, v in wanted.get(a["label"].partition("@")[0], {}).items())]
         if not new:
             break
         folder = run_dir / f"{TUNING_DIR}-extended-{round_}"
         _say(display, f"tuning: an optimum on the grid's edge, {len(new)} more runs → {folder}")
-        narrowed = wider.resolved()
         narrowed["algorithms"] = new
         summary = {**summary, **run(load_scenario(narrowed, source=f"{scenario.name}: extended tuning runs"),
                                     folder, False)}
@@ -267,7 +258,6 @@ def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, s
     record["extended"] = rounds
     record["edges_left"] = {label: e["at_edge"] for label, e in record["entries"].items() if e["at_edge"]}
     record["not_extended"] = refused
-    record["runs"] = sum(len(e["points"]) for e in record["entries"].values())
     return record
 
 

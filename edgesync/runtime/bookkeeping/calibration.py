@@ -44,10 +44,9 @@ def is_busy(load: float | None, cores: int) -> bool:
     return load is not None and load >= BUSY_LOAD_PER_CORE * cores
 
 
-def measure(step: Callable[[], None], rounds: int = ROUNDS) -> dict:
-    """`step` (one undisturbed training step) timed in `rounds` rounds after a warm-up: the cache entry, the
-    minimum of the rounds' medians as `step_s`, with the rounds and the conditions."""
-    cores, load = usable_cores(), load_1min()
+def round_medians(step: Callable[[], None], rounds: int) -> list[float]:
+    """`step` run CALIBRATION_WARMUP_STEPS times untimed, then `rounds` rounds of CALIBRATION_STEPS timed runs:
+    each round's median wall time."""
     for _ in range(CALIBRATION_WARMUP_STEPS):
         step()
     medians = []
@@ -58,6 +57,14 @@ def measure(step: Callable[[], None], rounds: int = ROUNDS) -> dict:
             step()
             times.append(time.perf_counter() - t0)
         medians.append(statistics.median(times))
+    return medians
+
+
+def measure(step: Callable[[], None], rounds: int = ROUNDS) -> dict:
+    """`step` (one undisturbed training step) timed in `rounds` rounds after a warm-up: the cache entry, the
+    minimum of the rounds' medians as `step_s`, with the rounds and the conditions."""
+    cores, load = usable_cores(), load_1min()
+    medians = round_medians(step, rounds)
     return {"step_s": round(min(medians), 6), "rounds_s": [round(m, 6) for m in medians], "load_1min": load,
             "cores": cores, "busy": is_busy(load, cores), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 

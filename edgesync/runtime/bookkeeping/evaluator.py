@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from edgesync.models import build_model
 from edgesync.params import set_buffers, set_params
+from edgesync.trainer import use_channels_last
 
 
 @dataclass
@@ -32,10 +33,7 @@ Result = tuple[dict[str, Any], float, float]  # a snapshot's counters, test accu
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
     """(accuracy, mean cross-entropy) of `model` on (x, y)."""
     model.eval()
-    # channels-last convolutions on a CPU, as the trainer's (trainer.py): faster, the same figures
-    fast = x.dim() == 4 and x.device.type == "cpu" and any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
-    if fast:
-        model.to(memory_format=torch.channels_last)
+    fast = use_channels_last(model, x)
     correct, loss = 0, 0.0
     with torch.no_grad():
         for i in range(0, len(y), batch_size):

@@ -12,35 +12,34 @@ import fcntl
 import json
 import os
 import platform
-import statistics
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
 
-from edgesync.constants import CALIBRATION_STEPS, CALIBRATION_WARMUP_STEPS
+from edgesync.constants import CALIBRATION_WARMUP_STEPS
 from edgesync.runtime.bookkeeping import calibration
 from edgesync.trainer import NoHook, Trainer, TrainerStats
 
 STEP_CACHE = "step_times.json"
 
 
-def measure_step_s(trainer: Trainer) -> float:
-    """Median wall time of real gradient steps with no throttling; the trainer's counters are kept."""
+@contextmanager
+def untraced(trainer: Trainer) -> Iterator[None]:
+    """Steps that leave the trainer's counters and hook as they were: no throttle, nothing counted."""
     saved_stats, saved_hook = trainer.stats, trainer.hook
     trainer.stats, trainer.hook = TrainerStats(), NoHook()
-    times = []
     try:
-        for i in range(CALIBRATION_WARMUP_STEPS + CALIBRATION_STEPS):
-            t0 = time.perf_counter()
-            trainer.gradient()
-            if i >= CALIBRATION_WARMUP_STEPS:
-                times.append(time.perf_counter() - t0)
+        yield
     finally:
         trainer.stats, trainer.hook = saved_stats, saved_hook
-    return statistics.median(times)
+
+
+def measure_step_s(trainer: Trainer) -> float:
+    """Median wall time of real gradient steps with no throttling; the trainer's counters are kept."""
+    with untraced(trainer):
+        return calibration.round_medians(trainer.gradient, 1)[0]
 
 
 def warm_up(trainer: Trainer, steps: int = CALIBRATION_WARMUP_STEPS) -> None:
@@ -48,14 +47,12 @@ def warm_up(trainer: Trainer, steps: int = CALIBRATION_WARMUP_STEPS) -> None:
     a process's first steps pay for start-up — CUDA's and cuDNN's on a GPU (≈ 0.6 s on an H100), the
     allocator's and kernels' first use on a CPU (a fresh process's first CNN step: benchmarks/cold_step.py) —
     which would otherwise count as the algorithm's compute time or stretch an emulated device's step."""
-    saved_stats, saved_hook = trainer.stats, trainer.hook
     sampling, buffers = trainer.sampler_state(), trainer.get_buffers().clone()
-    trainer.stats, trainer.hook = TrainerStats(), NoHook()
     try:
-        for _ in range(steps):
-            trainer.gradient()
+        with untraced(trainer):
+            for _ in range(steps):
+                trainer.gradient()
     finally:
-        trainer.stats, trainer.hook = saved_stats, saved_hook
         trainer.load_sampler_state(sampling)
         trainer.set_buffers(buffers)
 
@@ -153,12 +150,8 @@ def cached_step(trainer: Trainer, model: str) -> dict:
     """The calibration of (model, input, batch size, device) on this machine: measured robustly once, then
     reused while it was measured on a quiet machine (calibration.py); `step_s` is the step time."""
     def undisturbed() -> dict:
-        saved_stats, saved_hook = trainer.stats, trainer.hook
-        trainer.stats, trainer.hook = TrainerStats(), NoHook()
-        try:
+        with untraced(trainer):
             return calibration.measure(trainer.gradient)
-        finally:
-            trainer.stats, trainer.hook = saved_stats, saved_hook
     return cached_entry(STEP_CACHE, step_key(trainer, model), lambda old: calibration.keep(old, undisturbed))
 
 
