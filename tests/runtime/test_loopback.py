@@ -41,13 +41,18 @@ def test_two_algorithms_run_to_completion(loopback):
         # Each update carries one gradient; each instruction one model: bytes ≥ payload.
         assert c["bytes_up"] >= c["steps"] * params_bytes
         assert c["bytes_down"] >= 12 * params_bytes
-        assert c["compute_s"] > 0 and c["wall_s"] >= c["compute_s"]
-    # The x2 client was calibrated and paced at twice the run's base step, which its steps never beat;
-    # relative to the x1 client it is at most x2 and clearly slower (threads sharing one process's GIL stretch
-    # the x1 client's steps; real processes' fidelity is benchmarked in benchmarks/throttle_fidelity.py).
+        assert c["compute_s"] > 0 and c["wall_s"] >= c["compute_s"], c
+    # The shared base step leaves every client room for its target: a ×k client's undisturbed step fits in
+    # k × base (emulation/device_model.py plans base ≥ step / k / headroom). Not base ≥ its own step: the two
+    # clients calibrate one after the other, and on a loaded host (a busy hyperthread sibling) one can measure
+    # twice the other's step; the plan then needs only half of the ×2 client's.
+    for c in ssgd_rows:
+        assert c["reference_step_s"] > 0 and c["median_factor"] * c["base_step_s"] >= c["reference_step_s"], c
+    # The x2 client was paced at twice the run's base step, which its steps never beat; relative to the x1
+    # client it is at most x2 and clearly slower (threads sharing one process's GIL stretch the x1 client's
+    # steps; real processes' fidelity is benchmarked in benchmarks/throttle_fidelity.py).
     slow = next(c for c in ssgd_rows if c["client"] == 1)
     assert slow["profile"] == "x2"
-    assert slow["reference_step_s"] > 0 and slow["base_step_s"] >= slow["reference_step_s"]
     assert slow["median_step_s"] >= 2 * slow["base_step_s"]
     assert slow["target_factor"] == 2.0
     assert 1.2 < slow["achieved_factor"] <= 2.1

@@ -55,7 +55,8 @@ def test_live_and_simulated_runs_write_the_same_rows(loopback, tmp_path, monkeyp
         clients = read_jsonl(run_dir / "clients.jsonl")
         assert [(c["algorithm"], c["client"]) for c in clients] == [(k, r) for k in ("ssgd", "asgd", "esync")
                                                                     for r in (0, 1)]
-        assert all(c["wait_s"] >= 0 and c["compute_s"] > 0 and c["wall_s"] >= c["compute_s"] for c in clients)
+        for c in clients:
+            assert c["wait_s"] >= 0 and c["compute_s"] > 0 and c["wall_s"] >= c["compute_s"], c
     for c in read_jsonl(sim_dir / "clients.jsonl"):  # virtual time has no overhead: compute + wait = wall
         if c["algorithm"] != "esync":  # (ESync's blocking queries wait inside an instruction)
             assert abs(c["compute_s"] + c["wait_s"] - c["wall_s"]) < 1e-5
