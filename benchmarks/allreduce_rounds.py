@@ -14,6 +14,8 @@ and down (what the coordinator sent) over 4 clients and 20 rounds. The all-reduc
 ratio of round times is taken within a seed, then averaged with a 95% Student-t interval and judged by the
 project's one verdict rule (edgesync/metrics/verdict.py): all-reduce is faster where the interval lies below
 1, slower where above, "no difference" only where it lies within 1 ± 0.05, else inconclusive.
+`--write-docs` writes the table into docs/results.md (block allreduce:rounds_RUNTIME) and each seed's figures
+into docs/data/allreduce-rounds_RUNTIME.json.
 """
 from __future__ import annotations
 
@@ -21,8 +23,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-from timed_run import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/allreduce_rounds.yaml"
@@ -32,26 +32,45 @@ SETTINGS = {"no limit": [],
             "coordinator's link 40 Mbit/s": ["--set", "coordinator_link.rate_mbps=40"]}
 ALGORITHMS = ("ssgd", "esync")
 SAME_WITHIN = 0.05  # "no difference": the round-time ratio's whole interval within 1 ± 0.05
+FIGURES = ("duration_s", "updates", "bytes_up", "bytes_down", "final_acc")  # what docs/data keeps of each run
 
 
 def run(setting: str, runtime: str, seeds: str, out: Path) -> float:
+    from timed_run import timed_run  # not at the top: docs_data imports this file without benchmarks/ on sys.path
     return timed_run(setting, [SCENARIO, "--seeds", seeds, "--set", f"runtime={runtime}", *SETTINGS[setting],
                                "--out", str(out), "--overwrite", "-q"])
 
 
-def rows_of(setting: str, out: Path) -> list[str]:
-    from edgesync.metrics.seeds import by_seed, interval
-    from edgesync.metrics.verdict import compare, shown
+def figures_of(out: Path) -> dict[str, dict[str, dict]]:
+    """Each seed's runs of one setting's folder (seed → label → FIGURES), as docs/data keeps them."""
+    from edgesync.metrics.seeds import by_seed
 
     per_seed = by_seed(json.loads((out / "summary.json").read_text()))
-    seeds = sorted(per_seed)
+    return {str(seed): {label: {k: row[k] for k in FIGURES} for label, row in runs.items()}
+            for seed, runs in sorted(per_seed.items())}
+
+
+def render(data: dict) -> str:
+    """The block's table from its record: {"runtime", "clients", "settings": {links → seed → label → FIGURES}}."""
+    rows = [row for setting, per_seed in data["settings"].items()
+            for row in setting_rows(setting, per_seed, data["clients"])]
+    return "\n".join(["| links | algorithm | aggregation | round time (s) | MB up / client / round | "
+                      "MB down / client / round | final accuracy | all-reduce ÷ PS round time [95% CI] |",
+                      "|---|---|---|---:|---:|---:|---:|---|", *rows])
+
+
+def setting_rows(setting: str, per_seed: dict[str, dict], clients: int) -> list[str]:
+    from edgesync.metrics.seeds import interval
+    from edgesync.metrics.verdict import compare, shown
+
+    seeds = sorted(per_seed, key=int)
 
     def iv(values: list[float], digits: int = 2) -> str:
         i = interval(values)
         return f"{i.mean:.{digits}f} ± {i.half_width:.{digits}f}" if i.half_width is not None else f"{i.mean:.{digits}f}"
 
     def per_round(row: dict, key: str) -> float:
-        return row[key] / CLIENTS / row["updates"] / 1e6
+        return row[key] / clients / row["updates"] / 1e6
 
     rows = []
     for algorithm in ALGORITHMS:
@@ -80,34 +99,30 @@ def main() -> None:
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
+    from edgesync.docs_data import data_note, write_block
     from edgesync.reproduce import machine
 
     parent = ROOT / (args.runs or f"runs/allreduce-{args.runtime}")
     parent.mkdir(parents=True, exist_ok=True)
     record = parent / "walls.json"
     walls = json.loads(record.read_text()) if record.exists() else {}
-    rows = []
+    settings = {}
     for i, setting in enumerate(SETTINGS):
         out = parent / f"setting-{i}"
         if not args.from_runs:
             walls[setting] = run(setting, args.runtime, args.seeds, out)
             record.write_text(json.dumps(walls))
-        rows += rows_of(setting, out)
+        settings[setting] = figures_of(out)
+    data = {"runtime": args.runtime, "clients": CLIENTS, "settings": settings}
+    block = f"allreduce:rounds_{args.runtime}"
     minutes = sum(walls.get(s, 0.0) for s in SETTINGS) / 60
     clock = "virtual seconds" if args.runtime == "sim" else "seconds of wall clock"
     head = (f"_Written by `benchmarks/allreduce_rounds.py --runtime {args.runtime} --seeds {args.seeds} "
             f"--write-docs`, {minutes:.0f} min of runs, machine: {machine()}; round time in {clock}, MB per "
-            "client per round, mean ± half-width of the 95% t-interval over the seeds._")
-    table = ["| links | algorithm | aggregation | round time (s) | MB up / client / round | "
-             "MB down / client / round | final accuracy | all-reduce ÷ PS round time [95% CI] |",
-             "|---|---|---|---:|---:|---:|---:|---|", *rows]
-    text = "\n".join([head, "", *table])
-    print(text)
+            f"client per round, mean ± half-width of the 95% t-interval over the seeds; {data_note(block)}._")
+    print(head + "\n\n" + render(data))
     if args.write_docs:
-        from edgesync.docs_block import replace_block
-        key = f"rounds_{args.runtime}"
-        replace_block(ROOT / "docs/results.md", f"<!-- allreduce:{key}:begin -->", f"<!-- allreduce:{key}:end -->",
-                      text)
+        write_block(ROOT / "docs/results.md", block, head, data)
 
 
 if __name__ == "__main__":

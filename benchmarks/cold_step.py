@@ -9,7 +9,7 @@ first of a pair, the trainer's first step is timed (cold); in the second, `step_
 first and then the first counted step is timed (what a ClientApp's paced step sees after its warm-up). Each
 process then times 5 more steps, whose median is its warm step. The table gives cold ÷ warm and
 after-warm-up ÷ warm, mean ± sd over the pairs.
-`--write-docs` writes the table into docs/flower.md.
+`--write-docs` writes the table into docs/flower.md and the pairs' figures into docs/data/cold_step.json.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgesync.docs_block import replace_block  # noqa: E402
+from edgesync.docs_data import data_note, write_block  # noqa: E402
 
-BEGIN, END = "<!-- cold_step:begin -->", "<!-- cold_step:end -->"
+BLOCK = "cold_step"
 
 ONE_PROCESS = """
 import json, sys, time
@@ -56,7 +56,8 @@ def one_process(model: str, batch: int, warmed: bool) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def table(pairs: list[tuple[dict, dict]]) -> str:
+def table(pairs: list[list[dict]]) -> str:
+    """The block's table from the pairs' figures (as docs/data/cold_step.json keeps them: [cold, warmed] each)."""
     def cell(values: list[float], fmt: str) -> str:
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         return f"{format(statistics.mean(values), fmt)} ± {format(sd, fmt)}"
@@ -88,8 +89,9 @@ def main() -> None:
     if a.write_docs:
         note = (f"_Written by `benchmarks/cold_step.py --processes {a.processes} --model {a.model} --batch {a.batch} "
                 f"--write-docs` on {platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores), "
-                f"{time.strftime('%Y-%m-%d')}, {time.time() - started:.0f} s; {a.processes} pairs of fresh processes._")
-        replace_block(ROOT / "docs" / "flower.md", BEGIN, END, note + "\n\n" + text)
+                f"{time.strftime('%Y-%m-%d')}, {time.time() - started:.0f} s; {a.processes} pairs of fresh processes; "
+                f"{data_note(BLOCK)}._")
+        write_block(ROOT / "docs" / "flower.md", BLOCK, note, [list(pair) for pair in pairs])
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ and worker count by the project's one verdict rule (edgesync/metrics/verdict.py,
 when MPS ÷ LPS's interval lies at or above 1, does not hold when it lies below, else is inconclusive (likewise
 LPS ≥ none), and "no difference" between LPS and none only when LPS ÷ none's interval lies within 1 ± 0.1.
 `--write-docs` puts the tables into
-docs/results.md.
+docs/results.md (block eq3:shat_sharding, live eq3:shat_sharding_live) and each seed's throughputs into
+docs/data/eq3-shat_sharding[_live].json.
 """
 from __future__ import annotations
 
@@ -33,8 +34,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-from timed_run import timed_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/shat_sharding.yaml"
@@ -50,6 +49,7 @@ NEAR = 0.1  # "LPS ≈ no sharding": LPS ÷ none within 1 ± 0.1
 
 
 def run(model: str, seeds: str, out: Path, live: bool) -> float:
+    from timed_run import timed_run  # not at the top: docs_data imports this file without benchmarks/ on sys.path
     return timed_run(model, [SCENARIO, "--seeds", seeds, *PANELS[model], *(LIVE if live else []), "--out", str(out),
                              "--overwrite", "-q"])
 
@@ -60,26 +60,50 @@ def tag_of(label: str) -> tuple[int, str]:
     return int(parts["clients"].split("×")[0]), parts["sharding"]
 
 
-def panel(out: Path) -> tuple[list[str], list[str]]:
-    """The table rows and the verdict lines of one model's run folder."""
-    from edgesync.metrics.seeds import by_seed, interval
+def throughputs(out: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """One model's run folder as docs/data keeps it: seed → workers → sharding → updates per second."""
+    from edgesync.metrics.seeds import by_seed
+
+    found: dict[str, dict[str, dict[str, float]]] = {}
+    for seed, rows in sorted(by_seed(json.loads((out / "summary.json").read_text())).items()):
+        for label, row in rows.items():
+            workers, sharding = tag_of(label)
+            found.setdefault(str(seed), {}).setdefault(str(workers), {})[sharding] = row["updates_per_s"]
+    return found
+
+
+def render(data: dict) -> str:
+    """The block's tables from its record: {"runtime", "panels": {model: {"layer_shares", "updates_per_s":
+    seed → workers → sharding → updates per second}}}."""
+    body = []
+    for model, figures in data["panels"].items():
+        rows, verdicts = panel(figures["updates_per_s"])
+        body += [f"**{model}** (layer-wise shards hold {figures['layer_shares']} of the parameters; "
+                 "memory-wise 25% each)", "",
+                 "| workers | sharding | updates/s | speedup vs none (paired) |", "|---:|---|---:|---:|", *rows, "",
+                 "| workers | MPS ÷ LPS [95% CI]: MPS ≥ LPS | LPS ÷ none [95% CI]: LPS ≥ none | LPS vs none (no "
+                 f"difference within ±{NEAR:g}) |", "|---:|---|---|---|", *verdicts, ""]
+    return "\n".join(body).rstrip()
+
+
+def panel(per_seed: dict[str, dict[str, dict[str, float]]]) -> tuple[list[str], list[str]]:
+    """The table rows and the verdict lines of one model's throughputs (seed → workers → sharding)."""
+    from edgesync.metrics.seeds import interval
     from edgesync.metrics.verdict import against, compare, shown
 
-    summary = json.loads((out / "summary.json").read_text())
-    per_seed = {seed: {tag_of(label): row["updates_per_s"] for label, row in rows.items()}
-                for seed, rows in by_seed(summary).items()}
-    seeds = sorted(per_seed)
+    seeds = sorted(per_seed, key=int)
 
     def iv(values: list[float]) -> str:
         i = interval(values)
         return f"{i.mean:.2f} ± {i.half_width:.2f}" if i.half_width is not None else f"{i.mean:.2f}"
 
     rows, verdicts = [], []
-    for n in WORKERS:
-        ratio = {s: [per_seed[seed][(n, s)] / per_seed[seed][(n, "none")] for seed in seeds] for s in SHARDINGS}
+    for n in map(str, WORKERS):
+        at_n = [per_seed[seed][n] for seed in seeds]
+        ratio = {s: [run[s] / run["none"] for run in at_n] for s in SHARDINGS}
         for s in SHARDINGS:
-            rows.append(f"| {n} | {s} | {iv([per_seed[seed][(n, s)] for seed in seeds])} | {iv(ratio[s])} |")
-        mps_lps = [per_seed[seed][(n, "memory")] / per_seed[seed][(n, "layer")] for seed in seeds]
+            rows.append(f"| {n} | {s} | {iv([run[s] for run in at_n])} | {iv(ratio[s])} |")
+        mps_lps = [run["memory"] / run["layer"] for run in at_n]
         mps_ge, lps_ge = against(mps_lps, "≥", 1), against(ratio["layer"], "≥", 1)
         near = compare(ratio["layer"], 1.0, NEAR, lower="LPS slower", higher="LPS faster")
         verdicts.append(f"| {n} | {shown(mps_ge)} | {shown(lps_ge)} | {near} |")
@@ -99,6 +123,7 @@ def main() -> None:
     from edgesync.models import build_model
     from edgesync.models.shard_plan import model_plan
 
+    from edgesync.docs_data import data_note, write_block
     from edgesync.reproduce import machine
 
     live = args.runtime == "live"
@@ -107,29 +132,24 @@ def main() -> None:
     models = args.models.split(",")
     record = ROOT / args.runs / "walls.json"  # each model's wall time, for a later --from-runs
     walls = json.loads(record.read_text()) if record.exists() else {}
-    body = []
+    panels = {}
     for model in models:
         out = ROOT / args.runs / model
         if not args.from_runs:
             walls[model] = run(model, args.seeds, out, live)
             record.write_text(json.dumps(walls))
-        layer = model_plan(build_model(model), 4, "layer")
-        rows, verdicts = panel(out)
-        body += [f"**{model}** (layer-wise shards hold {layer.describe()} of the parameters; memory-wise 25% each)",
-                 "", "| workers | sharding | updates/s | speedup vs none (paired) |", "|---:|---|---:|---:|", *rows, "",
-                 "| workers | MPS ÷ LPS [95% CI]: MPS ≥ LPS | LPS ÷ none [95% CI]: LPS ≥ none | LPS vs none (no "
-                 f"difference within ±{NEAR:g}) |", "|---:|---|---|---|", *verdicts, ""]
+        panels[model] = {"layer_shares": model_plan(build_model(model), 4, "layer").describe(),
+                         "updates_per_s": throughputs(out)}
+    data = {"runtime": args.runtime, "panels": panels}
+    block = "eq3:shat_sharding_live" if live else "eq3:shat_sharding"
     minutes = sum(walls.get(m, 0.0) for m in models) / 60
     unit = "updates per second of wall clock" if live else "updates per virtual second"
     head = (f"_Written by `benchmarks/eq3_sharding.py --runtime {args.runtime} --seeds {args.seeds} --models "
             f"{args.models} --write-docs`, {minutes:.0f} min of runs, machine: {machine()}; "
-            f"throughput in {unit}, mean ± half-width of the 95% t-interval over the seeds._")
-    text = "\n".join([head, "", *body]).rstrip()
-    print(text)
+            f"throughput in {unit}, mean ± half-width of the 95% t-interval over the seeds; {data_note(block)}._")
+    print(head + "\n\n" + render(data))
     if args.write_docs:
-        from edgesync.docs_block import replace_block
-        key = "shat_sharding_live" if live else "shat_sharding"
-        replace_block(ROOT / "docs/results.md", f"<!-- eq3:{key}:begin -->", f"<!-- eq3:{key}:end -->", text)
+        write_block(ROOT / "docs/results.md", block, head, data)
 
 
 if __name__ == "__main__":

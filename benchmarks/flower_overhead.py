@@ -11,7 +11,8 @@ rounds from the same θ₀ with the same per-client mini-batch sequences, so the
 up to floating point. Prints, for each: final accuracy, wall time per round, the clients' compute per
 round, the overhead per round (wall − compute: messaging, process start-up, polling) and the machine's
 busy CPU time per round (/proc/stat: every process, the lab's included), as mean ± sd over the repeats;
-`--write-docs` writes the table into docs/flower.md.
+`--write-docs` writes the table into docs/flower.md and each repeat's figures into
+docs/data/flower_overhead-table.json.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from datetime import date
 from pathlib import Path
 
 from edgesync.config import load_scenario
+from edgesync.docs_data import data_note, write_block
 from edgesync.flower.lab import FlowerLab
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.live.warm_start import WARM_START_ENV
@@ -33,6 +35,7 @@ from edgesync.runtime.runs import run_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = "scenarios/flower_fedavg.yaml"
+BLOCK = "flower_overhead:table"
 WAYS = {"zeromq": "EdgeSync coordinator (ZeroMQ)", "flower": "Flower, apps forked from the lab's warm process",
         "flower-cold": "Flower, each app a fresh process (`EDGESYNC_WARM_START=0`)"}
 
@@ -89,6 +92,28 @@ def _overhead_ratio(flower_s: float, zeromq_s: float) -> str:
     return f"overhead per round, Flower ÷ ZeroMQ: {flower_s / zeromq_s:.0f}×"
 
 
+def render(got: dict[str, list[dict]]) -> str:
+    """The block's table and comparisons from each way's repeats (as docs/data/flower_overhead-table.json keeps
+    them: way → one `figures` dict per repeat)."""
+    table = ["| runtime | final acc | rounds | wall s / round | compute s / round | overhead s / round | "
+             "busy CPU s / round | MB / round |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for way, name in WAYS.items():
+        rs = got[way]
+        table.append(f"| {name} | {cell([r['final_acc'] for r in rs], 3)} | {rs[0]['rounds']} | "
+                     f"{cell([r['round_s'] for r in rs], 3)} | {cell([r['compute_s'] for r in rs], 3)} | "
+                     f"{cell([r['overhead_s'] for r in rs], 3)} | {cell([r['busy_s'] for r in rs], 2)} | "
+                     f"{rs[0]['bytes_per_round'] / 1e6:.2f} |")
+    mean = {way: {k: statistics.mean(r[k] for r in got[way]) for k in ("final_acc", "overhead_s", "busy_s")}
+            for way in WAYS}
+    lines = [f"final accuracy difference (Flower − ZeroMQ): "
+             f"{100 * (mean['flower']['final_acc'] - mean['zeromq']['final_acc']):+.2f} pt",
+             _overhead_ratio(mean['flower']['overhead_s'], mean['zeromq']['overhead_s']) + "; "
+             f"Flower's apps started afresh ÷ forked: "
+             f"overhead {mean['flower-cold']['overhead_s'] / mean['flower']['overhead_s']:.2f}×, "
+             f"busy CPU {mean['flower-cold']['busy_s'] / mean['flower']['busy_s']:.2f}×"]
+    return "\n".join(table) + "\n\n" + "\n".join(f"- {line}" for line in lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=20)
@@ -107,35 +132,14 @@ def main() -> None:
 
     head = (f"FedAvg, 2 clients, {args.rounds} rounds of 20 local steps (scenarios/flower_fedavg.yaml), "
             f"{args.repeats} repeats, mean ± sd")
-    table = ["| runtime | final acc | rounds | wall s / round | compute s / round | overhead s / round | "
-             "busy CPU s / round | MB / round |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for way, name in WAYS.items():
-        rs = got[way]
-        table.append(f"| {name} | {cell([r['final_acc'] for r in rs], 3)} | {rs[0]['rounds']} | "
-                     f"{cell([r['round_s'] for r in rs], 3)} | {cell([r['compute_s'] for r in rs], 3)} | "
-                     f"{cell([r['overhead_s'] for r in rs], 3)} | {cell([r['busy_s'] for r in rs], 2)} | "
-                     f"{rs[0]['bytes_per_round'] / 1e6:.2f} |")
-    mean = {way: {k: statistics.mean(r[k] for r in got[way]) for k in ("final_acc", "overhead_s", "busy_s")}
-            for way in WAYS}
-    lines = [f"final accuracy difference (Flower − ZeroMQ): "
-             f"{100 * (mean['flower']['final_acc'] - mean['zeromq']['final_acc']):+.2f} pt",
-             _overhead_ratio(mean['flower']['overhead_s'], mean['zeromq']['overhead_s']) + "; "
-             f"Flower's apps started afresh ÷ forked: "
-             f"overhead {mean['flower-cold']['overhead_s'] / mean['flower']['overhead_s']:.2f}×, "
-             f"busy CPU {mean['flower-cold']['busy_s'] / mean['flower']['busy_s']:.2f}×"]
-    print(f"\n{head}\n")
-    print("\n".join(table))
-    print("\n" + "\n".join(lines))
+    print(f"\n{head}\n\n{render(got)}")
     print(f"run folders under {out}")
     if args.write_docs:
-        from edgesync.docs_block import replace_block
         took = time.perf_counter() - t_start
-        body = (f"_Written by `benchmarks/flower_overhead.py --rounds {args.rounds} --repeats {args.repeats} "
+        note = (f"_Written by `benchmarks/flower_overhead.py --rounds {args.rounds} --repeats {args.repeats} "
                 f"--write-docs` on {platform.node()} ({platform.machine()}, {os.cpu_count()} cores), "
-                f"{date.today()}, {took / 60:.0f} min. {head}._\n\n" + "\n".join(table) + "\n\n"
-                + "\n".join(f"- {line}" for line in lines))
-        replace_block(ROOT / "docs/flower.md", "<!-- flower_overhead:table:begin -->",
-                      "<!-- flower_overhead:table:end -->", body)
+                f"{date.today()}, {took / 60:.0f} min. {head}; {data_note(BLOCK)}._")
+        write_block(ROOT / "docs/flower.md", BLOCK, note, got)
 
 
 if __name__ == "__main__":

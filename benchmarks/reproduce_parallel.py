@@ -10,7 +10,8 @@ experiments side by side as processes instead, a different kind of parallelism).
 coordinator costs are measured (or read from this machine's cache) before either runs, so both use the
 same. Printed: each wall time, their ratio, and claim by claim both verdicts and whether the per-seed
 figures are equal. One pair of runs (about an hour on 2 cores): the ratio is a single measurement.
-`--write-docs` puts the table into docs/benchmarks.md.
+`--write-docs` puts the table into docs/benchmarks.md and the runs' figures (wall times, each claim's verdict and
+per-seed figures) into docs/data/reproduce_parallel.json.
 """
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- reproduce_parallel:begin -->", "<!-- reproduce_parallel:end -->"
+sys.path.insert(0, str(ROOT))
+
+from edgesync.docs_data import data_note, write_block  # noqa: E402
+
+BLOCK = "reproduce_parallel"
 RUNS = {"--parallel 2": ["--parallel", "2"], "--parallel 1 --jobs 1": ["--parallel", "1", "--jobs", "1"]}
 
 
@@ -41,38 +46,46 @@ def run(seeds: str, flags: list[str], out: Path) -> float:
     return wall
 
 
+def claims(out: Path) -> list[dict]:
+    """Each claim's verdict and per-seed figures in one run's folder (seeds as strings: JSON's keys)."""
+    from edgesync.reproduce import evaluate
+
+    return [{"claim": r["claim"].text, "verdict": r["verdict"],
+             "per_seed": {str(seed): value for seed, value in r["per_seed"].items()}} for r in evaluate(out)]
+
+
+def render(data: dict) -> str:
+    """The table from both runs' wall times and claims (as docs/data/reproduce_parallel.json keeps them)."""
+    serial, parallel = data["runs"]["--parallel 1 --jobs 1"], data["runs"]["--parallel 2"]
+    lines = ["| claim | verdict, one at a time | verdict, --parallel 2 | per-seed figures equal |", "|---|---|---|---|"]
+    same_verdicts = True
+    for a, b in zip(serial["claims"], parallel["claims"]):
+        same_verdicts &= a["verdict"] == b["verdict"]
+        lines.append(f"| {a['claim']} | {a['verdict']} | {b['verdict']} | "
+                     f"{'yes' if a['per_seed'] == b['per_seed'] else 'NO'} |")
+    w1, w2 = serial["wall_s"], parallel["wall_s"]
+    return "\n".join([
+        f"`--parallel 1 --jobs 1`: {w1 / 60:.1f} min; `--parallel 2`: {w2 / 60:.1f} min; **{w1 / w2:.2f}× faster** "
+        f"(one pair of runs, seeds {data['seeds']}); verdicts {'the same for every claim' if same_verdicts else 'DIFFER'} "
+        f"({len(serial['claims'])} claims).", "", *lines])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from edgesync.reproduce import evaluate
-
+    runs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        walls, results = {}, {}
         for name, flags in RUNS.items():
             out = Path(tmp) / name.replace(" ", "").replace("-", "")
-            walls[name] = run(args.seeds, flags, out)
-            results[name] = evaluate(out)
-    parallel, serial = results["--parallel 2"], results["--parallel 1 --jobs 1"]
-    lines = ["| claim | verdict, one at a time | verdict, --parallel 2 | per-seed figures equal |", "|---|---|---|---|"]
-    same_verdicts = True
-    for a, b in zip(serial, parallel):
-        same_verdicts &= a["verdict"] == b["verdict"]
-        lines.append(f"| {a['claim'].text} | {a['verdict']} | {b['verdict']} | "
-                     f"{'yes' if a['per_seed'] == b['per_seed'] else 'NO'} |")
-    w1, w2 = walls["--parallel 1 --jobs 1"], walls["--parallel 2"]
-    text = "\n".join([
-        f"`--parallel 1 --jobs 1`: {w1 / 60:.1f} min; `--parallel 2`: {w2 / 60:.1f} min; **{w1 / w2:.2f}× faster** "
-        f"(one pair of runs, seeds {args.seeds}); verdicts {'the same for every claim' if same_verdicts else 'DIFFER'} "
-        f"({len(serial)} claims).", "", *lines])
-    print(text)
+            runs[name] = {"wall_s": run(args.seeds, flags, out), "claims": claims(out)}
+    data = {"seeds": args.seeds, "runs": runs}
+    print(render(data))
     if args.write_docs:
-        from edgesync.docs_block import replace_block
-        note = f"{platform.node()}, {os.cpu_count()} cores, `--seeds {args.seeds}`"
-        replace_block(ROOT / "docs" / "benchmarks.md", BEGIN, END,
-                      f"_Written by `benchmarks/reproduce_parallel.py --write-docs` ({note})._\n\n{text}")
+        note = (f"_Written by `benchmarks/reproduce_parallel.py --write-docs` ({platform.node()}, {os.cpu_count()} cores, "
+                f"`--seeds {args.seeds}`); {data_note(BLOCK)}._")
+        write_block(ROOT / "docs" / "benchmarks.md", BLOCK, note, data)
 
 
 if __name__ == "__main__":

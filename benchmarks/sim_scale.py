@@ -24,7 +24,7 @@ fresh process; the time is the whole `run_sim` call as a user waits for it (Ray'
 start-up included, data loading excluded). Per repeat: both wall times, their ratio, and whether the two
 metrics.jsonl are identical (apart from wall_clock). The speed-up is the mean ratio with its 95%
 t-interval over the repeats; the ≥ 1.5× target holds only if the whole interval is above it.
-`--write-docs` puts the table into docs/benchmarks.md.
+`--write-docs` puts the table into docs/benchmarks.md and the repeats' figures into docs/data/sim_backends.json.
 
     .venv/bin/python benchmarks/sim_scale.py --scenario scenarios/sim_10k_clients.yaml [--set KEY=VALUE] [--write-docs]
 
@@ -33,7 +33,7 @@ A scenario at scale (issue 22): each of its algorithm entries in a fresh process
 simulator prepared, peak RSS (getrusage, this process: a Ray backend's workers are not in it), the growth
 per client, the wall time of the run, the updates the clients sent (FedAvg: each sampled client's upload;
 asynchronous: each gradient) and wall seconds per 1,000 of them, the virtual time reached. `--write-docs`
-puts the table into docs/simulator.md ("10,000 clients").
+puts the table into docs/simulator.md ("10,000 clients") and the entries' figures into docs/data/sim_at_scale.json.
 """
 from __future__ import annotations
 
@@ -49,8 +49,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN, END = "<!-- sim_backends:begin -->", "<!-- sim_backends:end -->"
-SCALE_BEGIN, SCALE_END = "<!-- sim_at_scale:begin -->", "<!-- sim_at_scale:end -->"
+sys.path.insert(0, str(ROOT))
+
+from edgesync.docs_data import data_note, write_block  # noqa: E402
+from edgesync.metrics.seeds import interval  # noqa: E402
+from edgesync.metrics.verdict import against  # noqa: E402
+
+BACKENDS_BLOCK, SCALE_BLOCK = "sim_backends", "sim_at_scale"
 
 
 def child(clients: int, algorithm: str, steps: int) -> None:
@@ -143,26 +148,35 @@ def scenario_child(path: str, label: str, overrides: list[str]) -> None:
                       "virtual_s": last["time_s"], "acc": last.get("test_acc")}))
 
 
-def at_scale(path: str, overrides: list[str]) -> str:
-    sys.path.insert(0, str(ROOT))
+def at_scale(path: str, overrides: list[str]) -> list[dict]:
+    """Each entry's figures, as its fresh process printed them (scenario_child)."""
     from edgesync.config import load_scenario
 
-    sc = load_scenario(path, overrides)
-    lines = ["| entry | clients | backend | RSS prepared (MB) | peak RSS (MB) | growth per client (MB) | wall (s) "
-             "| client updates | s per 1,000 | virtual s | final acc |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for entry in sc.algorithms:
+    entries = []
+    for entry in load_scenario(path, overrides).algorithms:
         args = [sys.executable, __file__, "--scenario-child", path, entry.key] + [f"--set={o}" for o in overrides]
         print(f"  {entry.key}: running…", file=sys.stderr, flush=True)
         proc = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
         if proc.returncode != 0:
             sys.exit(f"{entry.key} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        mb = 2 ** 20
-        lines.append(f"| {r['label']} | {r['clients']:,} | {r['backend']} | {r['base_rss'] / mb:,.0f} | {r['peak_rss'] / mb:,.0f} "
-                     f"| {(r['peak_rss'] - r['base_rss']) / mb / r['clients']:.3f} | {r['wall_s']:.1f} | {r['sent']:,} "
-                     f"| {1000 * r['wall_s'] / max(r['sent'], 1):.1f} | {r['virtual_s']:g} | {r['acc']:.3f} |")
-        print(lines[-1], file=sys.stderr, flush=True)
-    return "\n".join(lines)
+        entries.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        print(scale_row(entries[-1]), file=sys.stderr, flush=True)
+    return entries
+
+
+def scale_row(r: dict) -> str:
+    """One entry's row: its RSS in MB, growth per client and seconds per 1,000 updates from its figures."""
+    mb = 2 ** 20
+    return (f"| {r['label']} | {r['clients']:,} | {r['backend']} | {r['base_rss'] / mb:,.0f} | {r['peak_rss'] / mb:,.0f} "
+            f"| {(r['peak_rss'] - r['base_rss']) / mb / r['clients']:.3f} | {r['wall_s']:.1f} | {r['sent']:,} "
+            f"| {1000 * r['wall_s'] / max(r['sent'], 1):.1f} | {r['virtual_s']:g} | {r['acc']:.3f} |")
+
+
+def render_at_scale(data: dict) -> str:
+    """The sim_at_scale table from the entries' figures (as docs/data/sim_at_scale.json keeps them)."""
+    return "\n".join(["| entry | clients | backend | RSS prepared (MB) | peak RSS (MB) | growth per client (MB) "
+                      "| wall (s) | client updates | s per 1,000 | virtual s | final acc |",
+                      "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|", *map(scale_row, data["entries"])])
 
 
 def metrics_rows(folder: Path) -> list[dict]:
@@ -182,28 +196,28 @@ def compare_backends(repeats: int, budget: float) -> list[dict]:
                 if proc.returncode != 0:
                     sys.exit(f"{backend} run {i + 1} failed (status {proc.returncode}):\n{proc.stderr[-3000:]}")
                 row[backend] = json.loads(proc.stdout.strip().splitlines()[-1])["wall_s"]
-            row["ratio"] = row["serial"] / row["ray"]
             row["identical"] = metrics_rows(Path(tmp) / f"serial-{i}") == metrics_rows(Path(tmp) / f"ray-{i}")
             rows.append(row)
             print(f"  repeat {i + 1}/{repeats}: serial {row['serial']:.1f} s, ray {row['ray']:.1f} s, "
-                  f"{row['ratio']:.2f}×, metrics identical: {row['identical']}", file=sys.stderr, flush=True)
+                  f"{row['serial'] / row['ray']:.2f}×, metrics identical: {row['identical']}", file=sys.stderr, flush=True)
     return rows
 
 
-def backends_table(rows: list[dict], budget: float) -> str:
-    sys.path.insert(0, str(ROOT))
-    from edgesync.metrics.seeds import interval
-    from edgesync.metrics.verdict import against
-
-    ratio = interval([r["ratio"] for r in rows])
-    lines = [f"| repeat | serial (s) | Ray, {os.cpu_count()} workers (s) | speed-up | metrics identical |", "|---:|---:|---:|---:|---|"]
-    for i, r in enumerate(rows):
-        lines.append(f"| {i + 1} | {r['serial']:.1f} | {r['ray']:.1f} | {r['ratio']:.2f}× | {'yes' if r['identical'] else 'NO'} |")
-    verdict = against([r["ratio"] for r in rows], "≥", 1.5)  # the project's one verdict rule
+def render_backends(data: dict) -> str:
+    """The sim_backends table from the repeats' wall times (as docs/data/sim_backends.json keeps them): the
+    speed-ups, their interval and the verdict are computed here."""
+    rows = data["repeats"]
+    ratios = [r["serial"] / r["ray"] for r in rows]
+    ratio = interval(ratios)
+    lines = [f"| repeat | serial (s) | Ray, {data['workers']} workers (s) | speed-up | metrics identical |",
+             "|---:|---:|---:|---:|---|"]
+    for i, (r, speedup) in enumerate(zip(rows, ratios)):
+        lines.append(f"| {i + 1} | {r['serial']:.1f} | {r['ray']:.1f} | {speedup:.2f}× | {'yes' if r['identical'] else 'NO'} |")
+    verdict = against(ratios, "≥", 1.5)  # the project's one verdict rule
     interval_text = f" [{ratio.low:.2f}, {ratio.high:.2f}]" if ratio.low is not None else ""
     lines.append("")
     lines.append(f"Speed-up {ratio.mean:.2f}×{interval_text} (mean and 95% t-interval over {len(rows)} repeats); "
-                 f"target ≥ 1.5×: **{verdict}**. 16 ×1 clients, SSGD + ASGD, batch 128, {budget:g} virtual s per "
+                 f"target ≥ 1.5×: **{verdict}**. 16 ×1 clients, SSGD + ASGD, batch 128, {data['budget']:g} virtual s per "
                  f"entry, `server_time: zero`.")
     return "\n".join(lines)
 
@@ -233,24 +247,21 @@ def main() -> None:
         scenario_child(args.scenario_child[0], args.scenario_child[1], args.set)
         return
     if args.scenario:
-        text = at_scale(args.scenario, args.set)
-        print(text)
+        data = {"scenario": args.scenario, "set": args.set, "entries": at_scale(args.scenario, args.set)}
+        print(render_at_scale(data))
         if args.write_docs:
-            from edgesync.docs_block import replace_block
             sets = "".join(f" --set {o}" for o in args.set)
-            note = f"{platform.node()}, {os.cpu_count()} cores, `--scenario {args.scenario}{sets}`"
-            replace_block(ROOT / "docs" / "simulator.md", SCALE_BEGIN, SCALE_END,
-                          f"_Written by `benchmarks/sim_scale.py --scenario … --write-docs` ({note})._\n\n{text}")
+            note = (f"_Written by `benchmarks/sim_scale.py --scenario … --write-docs` ({platform.node()}, {os.cpu_count()} "
+                    f"cores, `--scenario {args.scenario}{sets}`); {data_note(SCALE_BLOCK)}._")
+            write_block(ROOT / "docs" / "simulator.md", SCALE_BLOCK, note, data)
         return
     if args.backends:
-        text = backends_table(compare_backends(args.repeats, args.budget), args.budget)
-        print(text)
+        data = {"budget": args.budget, "workers": os.cpu_count(), "repeats": compare_backends(args.repeats, args.budget)}
+        print(render_backends(data))
         if args.write_docs:
-            sys.path.insert(0, str(ROOT))
-            from edgesync.docs_block import replace_block
-            note = f"{platform.node()}, {os.cpu_count()} cores, `--repeats {args.repeats} --budget {args.budget:g}`"
-            replace_block(ROOT / "docs" / "benchmarks.md", BEGIN, END,
-                          f"_Written by `benchmarks/sim_scale.py --backends --write-docs` ({note})._\n\n{text}")
+            note = (f"_Written by `benchmarks/sim_scale.py --backends --write-docs` ({platform.node()}, {os.cpu_count()} "
+                    f"cores, `--repeats {args.repeats} --budget {args.budget:g}`); {data_note(BACKENDS_BLOCK)}._")
+            write_block(ROOT / "docs" / "benchmarks.md", BACKENDS_BLOCK, note, data)
         return
 
     mb = 1 / 2 ** 20

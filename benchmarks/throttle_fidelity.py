@@ -12,7 +12,8 @@ continuously, in three settings:
 A client's achieved factor is the one clients.jsonl records: its median step time over the median step of
 the fastest profile's clients in the same run (metrics/fidelity.py). Each setting runs `--repeats`
 times; a client's figure is the median over the repeats, and a set's error the worst client's.
-Target: within ±5% in the shared setting. `--write-docs` puts the table into docs/benchmarks.md.
+Target: within ±5% in the shared setting. `--write-docs` puts the table into docs/benchmarks.md and each
+run's per-client figures into docs/data/throttle_fidelity.json.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgesync.docs_block import replace_block  # noqa: E402
+from edgesync.docs_data import data_note, write_block  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
 from edgesync.config import load_scenario  # noqa: E402
 
@@ -42,7 +43,7 @@ SETTINGS = {
     "shared, no isolation": {"isolation": "none"},
     "undisturbed (old)": {"mode": "undisturbed", "isolation": "none"},
 }
-BEGIN, END = "<!-- throttle_fidelity:begin -->", "<!-- throttle_fidelity:end -->"
+BLOCK = "throttle_fidelity"
 
 
 def one_run(clients: list[str], emulation: dict, budget: float, folder: Path) -> list[dict]:
@@ -51,46 +52,55 @@ def one_run(clients: list[str], emulation: dict, budget: float, folder: Path) ->
         "algorithms": [{"name": "asgd", "lr": 0.05, "batch_size": 32}],
         "stop": {"time_budget_s": budget}, "eval": {"every_s": 2.0, "test_size": 2000},
         "checkpoint": {"every_updates": 0, "every_s": 0},
-    }, "throttle_fidelity")
+    }, source="throttle_fidelity")
     run_scenario(scenario, folder, progress=False)
     return [json.loads(line) for line in (folder / "clients.jsonl").read_text().splitlines()]
 
 
-def measure(repeats: int, budget: float, root: Path) -> dict[tuple[str, str], dict]:
-    out = {}
+def run_figures(rows: list[dict]) -> dict:
+    """What the table needs of one run's clients.jsonl: each client's achieved and target factor, the base step."""
+    return {"achieved": [row["achieved_factor"] for row in rows], "target": [row["target_factor"] for row in rows],
+            "base_step_s": rows[0]["base_step_s"], "isolation": rows[0].get("isolation")}
+
+
+def measure(repeats: int, budget: float, root: Path) -> list[dict]:
+    """Each client set × setting with its runs' figures, in the table's order."""
+    out = []
     for set_name, clients in SETS.items():
         for setting, emulation in SETTINGS.items():
             runs = []
             for i in range(repeats):
                 folder = root / f"{len(out)}-{i}"
-                runs.append(one_run(clients, emulation, budget, folder))
+                runs.append(run_figures(one_run(clients, emulation, budget, folder)))
                 print(f"  {set_name:<20} {setting:<22} run {i + 1}/{repeats}", file=sys.stderr, flush=True)
-            achieved = [statistics.median(run[rank]["achieved_factor"] for run in runs) for rank in range(len(clients))]
-            target = [runs[0][rank]["target_factor"] for rank in range(len(clients))]
-            errors = [a / t - 1 for a, t in zip(achieved, target)]
-            worst = max(range(len(clients)), key=lambda rank: abs(errors[rank]))
-            out[(set_name, setting)] = {
-                "achieved": achieved, "target": target, "worst_error": errors[worst], "worst_client": worst,
-                "base_ms": statistics.median(run[0]["base_step_s"] or 0 for run in runs) * 1e3,
-                "isolation": (runs[0][0].get("isolation") or "").split(" (")[0],
-            }
+            out.append({"clients": set_name, "setting": setting, "runs": runs})
     return out
 
 
-def table(results: dict[tuple[str, str], dict]) -> str:
+def summary(runs: list[dict]) -> dict:
+    """A set's figures over its runs: each client's median achieved factor, and the worst client's error."""
+    achieved = [statistics.median(run["achieved"][rank] for run in runs) for rank in range(len(runs[0]["achieved"]))]
+    errors = [a / t - 1 for a, t in zip(achieved, runs[0]["target"])]
+    worst = max(range(len(errors)), key=lambda rank: abs(errors[rank]))
+    return {
+        "achieved": achieved, "worst_error": errors[worst], "worst_client": worst,
+        "base_ms": statistics.median(run["base_step_s"] or 0 for run in runs) * 1e3,
+        "isolation": (runs[0]["isolation"] or "").split(" (")[0],
+    }
+
+
+def render(data: list[dict]) -> str:
+    """The block's table from the runs' figures (as docs/data/throttle_fidelity.json keeps them)."""
     lines = ["| clients | setting | base step (ms) | achieved factors (median of runs) | worst error | isolation |",
              "|---|---|---:|---|---:|---|"]
-    for (set_name, setting), r in results.items():
+    for entry in data:
+        r = summary(entry["runs"])
         factors = ", ".join(f"{a:.2f}" for a in r["achieved"])
         base = f"{r['base_ms']:.1f}" if r["base_ms"] else "own"
-        lines.append(f"| {set_name} | {setting} | {base} | {factors} | {r['worst_error']:+.1%} "
+        lines.append(f"| {entry['clients']} | {entry['setting']} | {base} | {factors} | {r['worst_error']:+.1%} "
                      f"(client {r['worst_client']}) | {r['isolation'] or '–'} |")
     return "\n".join(lines)
 
-
-def write_docs(text: str, note: str) -> None:
-    replace_block(ROOT / "docs" / "benchmarks.md", BEGIN, END,
-                  f"_Written by `benchmarks/throttle_fidelity.py --write-docs` ({note})._\n\n{text}")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -100,16 +110,15 @@ def main() -> None:
     args = ap.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="throttle-fidelity-") as folder:
-        results = measure(args.repeats, args.budget, Path(folder))
-    text = table(results)
-    print(text)
-    shared = [r for (_, setting), r in results.items() if setting == "shared"]
-    worst = max(abs(r["worst_error"]) for r in shared)
+        data = measure(args.repeats, args.budget, Path(folder))
+    print(render(data))
+    worst = max(abs(summary(entry["runs"])["worst_error"]) for entry in data if entry["setting"] == "shared")
     print(f"shared setting: worst error {worst:.2%} ({'within' if worst <= 0.05 else 'OUTSIDE'} ±5%)")
     if args.write_docs:
-        note = (f"{platform.node()}, {len(SETS)} client sets × {len(SETTINGS)} settings × {args.repeats} runs of "
-                f"{args.budget:g} s ASGD, {(time.time() - started) / 60:.0f} min")
-        write_docs(text, note)
+        note = (f"_Written by `benchmarks/throttle_fidelity.py --write-docs` ({platform.node()}, {len(SETS)} client "
+                f"sets × {len(SETTINGS)} settings × {args.repeats} runs of {args.budget:g} s ASGD, "
+                f"{(time.time() - started) / 60:.0f} min); {data_note(BLOCK)}._")
+        write_block(ROOT / "docs" / "benchmarks.md", BLOCK, note, data)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ and prints, per entry: the grid it got, the chosen values with their validation 
 seeds the test figures as mean ± 95% half-width (Student t), and the speedup to the target against the
 first entry paired by seed. `--from` re-reads a finished run folder. `--write-docs` puts the tables into
 docs/results.md between `<!-- tuned:STEM:begin -->` and `<!-- tuned:STEM:end -->` (STEM: the scenario
-file's stem), with the machine, seeds, base step and wall time.
+file's stem), with the machine, seeds, base step and wall time, and tuning.json with each seed's figures into
+docs/data/tuned-STEM.json.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgesync.docs_block import replace_block  # noqa: E402
-from edgesync.metrics.seeds import interval  # noqa: E402
+from edgesync.docs_data import data_note, write_block  # noqa: E402
+from edgesync.metrics.seeds import aggregate_entry, interval  # noqa: E402
 from edgesync.reproduce import machine  # noqa: E402
 from edgesync.runtime.runs import run_scenario  # noqa: E402
 from edgesync.config import load_scenario  # noqa: E402
+
+KEPT = ("final_acc", "best_acc", "time_to_target_s", "speedup_vs", "bytes_up", "updates")  # of each seed's run
 
 
 def mean_ci(stat: dict | None, fmt: str, scale: float = 1.0) -> str:
@@ -38,10 +41,23 @@ def mean_ci(stat: dict | None, fmt: str, scale: float = 1.0) -> str:
     return f"{text} ± {format((stat['ci95'][1] - stat['mean']) * scale, fmt)}" if stat.get("ci95") else text
 
 
-def tables(run_dir: Path) -> str:
+def record(run_dir: Path) -> dict:
+    """What docs/data keeps of a finished run folder: tuning.json, the target, and each entry's runs, seed by
+    seed (their KEPT figures; speedup_vs is already paired by seed against the first entry)."""
     summary = json.loads((run_dir / "summary.json").read_text())
-    tuning = json.loads((run_dir / "tuning.json").read_text())
     aggregates = {label: e for label, e in summary.items() if "seeds" in e}
+    runs = {label: {str(s): {k: v for k, v in summary[f"{label}@seed={s}"].items() if k in KEPT} for s in e["seeds"]}
+            for label, e in aggregates.items()}
+    return {"tuning": json.loads((run_dir / "tuning.json").read_text()),
+            "target_acc": next(iter(aggregates.values())).get("target_acc"), "runs": runs}
+
+
+def render(data: dict) -> str:
+    """The block's tables from its record (`record`): each entry's mean ± interval over its seeds, recomputed
+    as summary.json's aggregates are (metrics/seeds.py's aggregate_entry)."""
+    tuning = data["tuning"]
+    runs = {label: {int(s): row for s, row in seeds.items()} for label, seeds in data["runs"].items()}
+    aggregates = {label: aggregate_entry(seeds) for label, seeds in runs.items()}
     first = next(iter(aggregates))
     metric = tuning["metric"]
     lines = [f"Tuning: {tuning['runs']} runs on seed {tuning['seed']}, chosen by {metric.replace('_', ' ')} on "
@@ -56,20 +72,19 @@ def tables(run_dir: Path) -> str:
         figure = e["figure"]
         shown = "n/a" if figure is None else (f"{figure:.4f}" if metric != "time_to_target" else f"{figure:.1f} s")
         lines.append(f"| {label} | {grid} | {chosen} | {shown} |")
-    target = next(iter(aggregates.values())).get("target_acc")
     lines += ["", f"| entry | seeds | final acc. (%) | best acc. (%) | final acc. − {first} (pt, paired) | "
-              f"time to {target} (s) | speedup vs {first} (paired) | KB up per update |",
+              f"time to {data['target_acc']} (s) | speedup vs {first} (paired) | KB up per update |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for label, e in aggregates.items():
-        stats = e["stats"]
+        stats, entry_runs = e["stats"], runs[label]
         reached = stats.get("time_to_target_s", {}).get("reached", "")
         ttt = mean_ci(stats.get("time_to_target_s"), ".1f") if e.get("time_to_target_s") is not None \
             else f"{reached} reached"
-        per_update = [summary[f"{label}@seed={s}"]["bytes_up"] / summary[f"{label}@seed={s}"]["updates"]
-                      for s in e["seeds"] if summary[f"{label}@seed={s}"].get("updates")]
+        per_update = [entry_runs[s]["bytes_up"] / entry_runs[s]["updates"] for s in e["seeds"]
+                      if entry_runs[s].get("updates")]
         kb = f"{sum(per_update) / len(per_update) / 1e3:.1f}" if per_update else "n/a"
-        diffs = [100 * (summary[f"{label}@seed={s}"]["final_acc"] - summary[f"{first}@seed={s}"]["final_acc"])
-                 for s in e["seeds"] if f"{first}@seed={s}" in summary]
+        diffs = [100 * (entry_runs[s]["final_acc"] - runs[first][s]["final_acc"]) for s in e["seeds"]
+                 if s in runs[first]]
         iv = interval(diffs)
         diff = "n/a" if iv.mean is None else (f"{iv.mean:+.2f}" + (f" ± {iv.half_width:.2f}" if iv.high else ""))
         lines.append(f"| {label} | {len(e['seeds'])} | {mean_ci(stats.get('final_acc'), '.2f', 100)} | "
@@ -95,7 +110,8 @@ def main() -> None:
         sc = load_scenario(ROOT / args.scenario, [f"seeds={seeds}"])
         run_scenario(sc, run_dir, overwrite=True)
         (run_dir / "wall_s.txt").write_text(f"{time.time() - started:.0f}\n")
-    text = tables(run_dir)
+    data = record(run_dir)
+    text = render(data)
     print(text)
     if args.write_docs:
         stem = Path(args.scenario).stem
@@ -105,8 +121,8 @@ def main() -> None:
         note = (f"`benchmarks/tuned_comparison.py --scenario {args.scenario} --seeds {args.seeds} --write-docs`, "
                 f"runs in `{run_dir}`" + (f", {int(wall) / 60:.1f} min" if wall else "") +
                 f", seeds {', '.join(map(str, used))}, machine: {machine()}, base step {steps}")
-        replace_block(ROOT / "docs" / "results.md", f"<!-- tuned:{stem}:begin -->", f"<!-- tuned:{stem}:end -->",
-                      f"_Written by {note}._\n\n{text}")
+        block = f"tuned:{stem}"
+        write_block(ROOT / "docs" / "results.md", block, f"_Written by {note}; {data_note(block)}._", data)
         print(f"tables written to docs/results.md (tuned:{stem})")
 
 

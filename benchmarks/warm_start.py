@@ -12,7 +12,7 @@ process counted with its children) is what they hold. A warm start is measured w
 already running, as every start after a run's first is (the first start's extra cost, the warm process's
 own import, is printed beside). Ways and counts interleave within each repeat; figures are mean ± sample
 standard deviation over the repeats. `--write-docs` puts the table in docs/benchmarks.md's
-`warm_start:table` block.
+`warm_start:table` block and each repeat's figures in docs/data/warm_start-table.json.
 """
 from __future__ import annotations
 
@@ -26,11 +26,13 @@ from pathlib import Path
 import psutil
 import zmq
 
+from edgesync.docs_data import data_note, write_block
 from edgesync.runtime.live import warm_start
 from edgesync.runtime.live.launcher import LocalClients
 
 MB = 2 ** 20
 ROOT = Path(__file__).resolve().parents[1]
+BLOCK = "warm_start:table"
 CONNECT_TIMEOUT_S = 120  # the clients wait this long for a WELCOME that never comes; they are stopped first
 
 
@@ -41,8 +43,8 @@ def busy_cpu_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def start(n: int, warm: bool, folder: Path) -> tuple[float, float, float]:
-    """(seconds to the last HELLO, busy CPU-seconds meanwhile, the clients' PSS in MB then)."""
+def start(n: int, warm: bool, folder: Path) -> dict:
+    """Seconds to the last HELLO, busy CPU-seconds meanwhile, the clients' PSS in MB then."""
     os.environ[warm_start.WARM_START_ENV] = "1" if warm else "0"
     ctx = zmq.Context()
     router = ctx.socket(zmq.ROUTER)
@@ -60,11 +62,26 @@ def start(n: int, warm: bool, folder: Path) -> tuple[float, float, float]:
         pss = sum(psutil.Process(p.pid).memory_full_info().pss for p in clients.procs)
         if warm:
             pss += psutil.Process(warm_start.warm_starter()._proc.pid).memory_full_info().pss
-        return took, cpu, pss / MB
+        return {"hello_s": took, "busy_cpu_s": cpu, "pss_mb": pss / MB}
     finally:
         clients.stop(timeout_s=0.1)
         router.close(linger=0)
         ctx.term()
+
+
+def render(data: list[dict]) -> str:
+    """The block's table from each count and way's repeats (as docs/data/warm_start-table.json keeps them)."""
+    def ms(xs: list[float], fmt: str) -> str:
+        return f"{statistics.mean(xs):{fmt}} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:{fmt}}"
+
+    table = ["| clients | start | to the last HELLO (s) | busy CPU (s) | clients' PSS (MB) | PSS per client (MB) |",
+             "|---:|---|---:|---:|---:|---:|"]
+    for entry in data:
+        n, repeats = entry["clients"], entry["repeats"]
+        took, cpu, pss = ([r[key] for r in repeats] for key in ("hello_s", "busy_cpu_s", "pss_mb"))
+        table.append(f"| {n} | {'forked from the warm process' if entry['warm'] else 'a fresh process each'} | "
+                     f"{ms(took, '.2f')} | {ms(cpu, '.1f')} | {ms(pss, ',.0f')} | {statistics.mean(pss) / n:,.0f} |")
+    return "\n".join(table)
 
 
 def main() -> None:
@@ -74,7 +91,7 @@ def main() -> None:
     ap.add_argument("--write-docs", action="store_true", help="write the table into docs/benchmarks.md")
     args = ap.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
-    results: dict[tuple[int, bool], list[tuple[float, float, float]]] = {}
+    data = [{"clients": n, "warm": warm, "repeats": []} for n in counts for warm in (True, False)]
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         os.environ[warm_start.WARM_START_ENV] = "1"
@@ -83,31 +100,17 @@ def main() -> None:
         print(f"the warm process's own start (imports torch), once per `edgesync run`: "
               f"{time.perf_counter() - t0:.2f} s with one client")
         for r in range(args.repeats):
-            for n in counts:
-                for warm in (True, False):
-                    got = start(n, warm, Path(tmp) / f"r{r}-{n}-{warm}")
-                    results.setdefault((n, warm), []).append(got)
-                    print(f"repeat {r + 1}: {n} clients {'warm' if warm else 'fresh'}: {got[0]:.2f} s, "
-                          f"{got[1]:.1f} CPU-s, {got[2]:.0f} MB", flush=True)
-
-    def ms(xs: list[float], fmt: str) -> str:
-        return f"{statistics.mean(xs):{fmt}} ± {statistics.stdev(xs) if len(xs) > 1 else 0.0:{fmt}}"
-
-    table = ["| clients | start | to the last HELLO (s) | busy CPU (s) | clients' PSS (MB) | PSS per client (MB) |",
-             "|---:|---|---:|---:|---:|---:|"]
-    for n in counts:
-        for warm in (True, False):
-            rows = results[(n, warm)]
-            took, cpu, pss = ([row[i] for row in rows] for i in range(3))
-            table.append(f"| {n} | {'forked from the warm process' if warm else 'a fresh process each'} | "
-                         f"{ms(took, '.2f')} | {ms(cpu, '.1f')} | {ms(pss, ',.0f')} | {statistics.mean(pss) / n:,.0f} |")
-    print("\n" + "\n".join(table))
+            for entry in data:  # counts and ways interleave within each repeat
+                n, warm = entry["clients"], entry["warm"]
+                got = start(n, warm, Path(tmp) / f"r{r}-{n}-{warm}")
+                entry["repeats"].append(got)
+                print(f"repeat {r + 1}: {n} clients {'warm' if warm else 'fresh'}: {got['hello_s']:.2f} s, "
+                      f"{got['busy_cpu_s']:.1f} CPU-s, {got['pss_mb']:.0f} MB", flush=True)
+    print("\n" + render(data))
     if args.write_docs:
-        from edgesync.docs_block import replace_block
-        body = (f"_Written by `benchmarks/warm_start.py --write-docs` ({args.repeats} repeats, mean ± sd)._\n\n"
-                + "\n".join(table))
-        replace_block(ROOT / "docs/benchmarks.md", "<!-- warm_start:table:begin -->",
-                      "<!-- warm_start:table:end -->", body)
+        note = (f"_Written by `benchmarks/warm_start.py --write-docs` ({args.repeats} repeats, mean ± sd); "
+                f"{data_note(BLOCK)}._")
+        write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ WRITERS = {
     "sim_at_scale": "benchmarks/sim_scale.py --scenario FILE --write-docs",
     "package_picture": "scripts/package_picture.py --write-docs",
     "reproduce_parallel": "benchmarks/reproduce_parallel.py --write-docs",
+    "link_fidelity": "benchmarks/link_fidelity.py --write-docs",
+    "netns_links": "benchmarks/netns_links.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

@@ -22,7 +22,7 @@ def test_eq3_orders_sharding_by_the_one_rule(tmp_path):
             for sharding, v in (("none", 10.0), ("layer", 9.9 + s / 10), ("memory", 30.0)):
                 summary[f"shat@clients={n}×gamma-homo,sharding={sharding},seed={s}"] = {"updates_per_s": v}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    rows, verdicts = eq3_sharding.panel(tmp_path)
+    rows, verdicts = eq3_sharding.panel(eq3_sharding.throughputs(tmp_path))
     assert len(rows) == 9 and len(verdicts) == 3
     for v in verdicts:
         mps_lps, lps_none, same = v.split("|")[2:5]
@@ -38,7 +38,7 @@ def test_all_reduce_is_no_faster_unless_the_interval_says_so(tmp_path):
                 summary[f"{algorithm}-{form}@seed={s}"] = {"duration_s": duration, "updates": 20, "bytes_up": 8e6,
                                                            "bytes_down": 8e6, "final_acc": 0.8}
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    rows = allreduce_rounds.rows_of("no limit", tmp_path)
+    rows = allreduce_rounds.setting_rows("no limit", allreduce_rounds.figures_of(tmp_path), allreduce_rounds.CLIENTS)
     verdicts = [r for r in rows if "allreduce" in r.split("|")[3]]
     assert len(verdicts) == 2 and all("inconclusive (the interval straddles 1" in r for r in verdicts)
     assert not any("no difference" in r for r in rows)

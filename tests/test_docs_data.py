@@ -60,3 +60,47 @@ def test_every_data_file_belongs_to_a_block():
     names = set(_block_texts())
     for path in sorted(DATA_DIR.glob("reproduce-*.json")):
         assert json.loads(path.read_text())["block"] in names, f"{path}: its block is gone from docs/results.md"
+
+
+# -- the benchmarks' blocks (edgesync/docs_data.py) ------------------------------------------------------------
+from edgesync.docs_data import DATA_DIR as BENCH_DATA, UNTRACED as BENCH_UNTRACED, data_path, renderer  # noqa: E402
+
+ROOT = RESULTS.parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NOT_MEASURED = ("package_picture",)  # the import picture, drawn from the code: nothing measured to keep
+
+
+def _benchmark_blocks() -> dict[str, tuple[Path, list[str]]]:
+    """Every block but `reproduce`'s, across README.md and docs/*.md: name → (page, its lines)."""
+    out = {}
+    for page in PAGES:
+        text = page.read_text()
+        lines = text.splitlines()
+        for name, first, last in blocks(text):
+            if not name.startswith(("reproduce:", *NOT_MEASURED)):
+                out[name] = (page, lines[first:last - 1])  # markers left out
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(_benchmark_blocks()))
+def test_each_benchmark_block_is_rendered_from_docs_data_or_says_it_has_none(name):
+    page, body = _benchmark_blocks()[name]
+    path = data_path(name)
+    if BENCH_UNTRACED in body[0]:  # written before its benchmark kept data: says so; a re-run traces it
+        assert not path.exists(), f"{page.name}: block {name} says it has no per-run data, but {path} exists"
+        return
+    render = renderer(name)
+    assert render is not None and path.exists(), (
+        f"{page.name}: block {name} neither names its per-run data (docs/data/, edgesync/docs_data.py) nor says "
+        f"'{BENCH_UNTRACED}'")
+    record = json.loads(path.read_text())
+    assert record["block"] == name and f"docs/data/{path.name}" in record["note"]
+    assert "\n".join(body) == record["note"] + "\n\n" + render(record["data"]), (
+        f"{page.name}: block {name} is not what docs/data/{path.name} renders; rerun its command with --write-docs")
+
+
+def test_every_benchmark_data_file_belongs_to_a_block():
+    names = set(_benchmark_blocks())
+    for path in sorted(BENCH_DATA.glob("*.json")):
+        if not path.name.startswith("reproduce-"):
+            assert json.loads(path.read_text())["block"] in names, f"{path}: its block is gone from the docs"

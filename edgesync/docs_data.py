@@ -1,0 +1,81 @@
+"""docs/data/: the per-run figures behind a benchmark's block, so that the block can be recomputed from them.
+
+A benchmark that writes a block with `write_block` keeps what its runs measured in `docs/data/NAME.json` (the
+block's name with ':' as '-') and renders the block's table from that record alone, with a pure function
+(`RENDERERS`: the block's key → "benchmarks/FILE.py:FUNCTION"). tests/test_docs_data.py renders every such
+block again from its file and compares it with the page, so each figure there can be traced to the runs and
+recomputed. `edgesync reproduce` keeps its own records (reproduce/audit.py), recomputed through its verdicts.
+
+A block written before its benchmark kept data says "no per-run data kept" in its first line; a re-run with
+`--write-docs` replaces it with a traced one.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from edgesync.docs_block import replace_block
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = ROOT / "docs" / "data"
+UNTRACED = "no per-run data kept"
+
+# A block's name, or its key (the name up to ':'), → the function that renders its body from the record's "data".
+RENDERERS = {
+    "cold_step": "benchmarks/cold_step.py:table",
+    "quickstart": "benchmarks/quickstart_table.py:render",
+    "throttle_fidelity": "benchmarks/throttle_fidelity.py:render",
+    "trace_fidelity": "benchmarks/trace_fidelity.py:render",
+    "warm_start": "benchmarks/warm_start.py:render",
+    "flower_overhead": "benchmarks/flower_overhead.py:render",
+    "sim_backends": "benchmarks/sim_scale.py:render_backends",
+    "sim_at_scale": "benchmarks/sim_scale.py:render_at_scale",
+    "reproduce_parallel": "benchmarks/reproduce_parallel.py:render",
+    "link_fidelity": "benchmarks/link_fidelity.py:render",
+    "netns_links": "benchmarks/netns_links.py:render",
+    "dana_coordinator": "benchmarks/dana_coordinator.py:render",
+    "dana_coordinator:live": "benchmarks/dana_coordinator.py:render_live",
+    "tuned": "benchmarks/tuned_comparison.py:render",
+    "eq3": "benchmarks/eq3_sharding.py:render",
+    "allreduce": "benchmarks/allreduce_rounds.py:render",
+    "cross_check": "benchmarks/cross_check.py:render",
+}
+
+
+def data_path(block: str, folder: Path = DATA_DIR) -> Path:
+    return folder / f"{block.replace(':', '-')}.json"
+
+
+def renderer(block: str) -> Callable[[Any], str] | None:
+    """The registered render function of `block`'s key, imported from its benchmark file; None if none is."""
+    spec = RENDERERS.get(block) or RENDERERS.get(block.split(":")[0])
+    if spec is None:
+        return None
+    file, name = spec.split(":")
+    module_spec = importlib.util.spec_from_file_location(f"_docs_data_{Path(file).stem}", ROOT / file)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return getattr(module, name, None)  # None: the benchmark does not keep its data yet
+
+
+def write_block(doc: Path, block: str, note: str, data: Any, folder: Path = DATA_DIR) -> str:
+    """Keep `data` (JSON: the per-run figures) in docs/data/, and write `block` in `doc` as `note` (the line that
+    names the command; it should name the data file) and the registered renderer's table of `data`. Returns the
+    body written. Rendering the stored record, not the live objects, keeps the page and the file in step."""
+    render = renderer(block)
+    if render is None:
+        raise ValueError(f"block {block!r}: no renderer in edgesync/docs_data.py RENDERERS")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = data_path(block, folder)
+    path.write_text(json.dumps({"block": block, "note": note, "data": data}, indent=1) + "\n")
+    stored = json.loads(path.read_text())["data"]  # what a reader of the file gets: tuples as lists, and so on
+    body = note + "\n\n" + render(stored)
+    replace_block(doc, f"<!-- {block}:begin -->", f"<!-- {block}:end -->", body)
+    return body
+
+
+def data_note(block: str) -> str:
+    """How a note names its data file: 'per-run figures: docs/data/NAME.json'."""
+    return f"per-run figures: docs/data/{data_path(block).name}"
