@@ -40,13 +40,14 @@ class Layer:
 # edgesync's folders, lowest layer first: a folder imports only from the layers below its own, and from its own
 # layer's folders where the layer is linked. docs/architecture.md ("Layers") gives the picture and the reasons.
 LAYERS = (
-    Layer("core", ("constants", "params", "trainer", "models", "data", "compression", "docs_block", "docs_data"), linked=True),
+    Layer("core", ("constants", "params", "trainer", "models", "data", "compression", "docs_block", "docs_data",
+                   "extensions"), linked=True),
     Layer("emulation", ("emulation",)),
     Layer("wire and algorithms", ("transport", "algorithms")),  # the wire knows no algorithm, an algorithm no wire
     Layer("metrics", ("metrics",)),
     Layer("config", ("config",)),
     Layer("runtime", ("runtime",)),
-    Layer("front ends", ("flower", "reproduce")),
+    Layer("front ends", ("flower", "reproduce", "api")),
     Layer("cli", ("cli",)),
 )
 # Inside runtime/, lowest first: what every runtime records about a run; the two ways to spread the server's

@@ -7,9 +7,11 @@ out of SPECS is caught by tests/algorithms/test_registry.py, not by a user's run
 from __future__ import annotations
 
 from edgesync.algorithms import (
-    asgd, dana, dgc_async, dgs, easgd, esync, esync_budget, fedasync, fedbuff, gd_async, local_sgd, momentum_asgd,
-    shat, ssgd, ssp,
+    asgd, dana, dgc_async, dgs, easgd, esync, esync_budget, fed_adaptive, fedasync, fedavgm, fedbuff, fedprox, gd_async,
+    local_sgd, momentum_asgd, shat, ssgd, ssp,
 )
+from edgesync.algorithms import fednova, scaffold
+from edgesync.algorithms import outside
 from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec
 
 # Every algorithm, in the order listings show them (`names()`: errors that list the known names; the scenario
@@ -21,6 +23,8 @@ SPECS: tuple[AlgorithmSpec, ...] = (
     dana.ZERO_SPEC, dana.SLIM_SPEC, dana.DC_SPEC,
     shat.SHAT_SPEC, shat.ROOT_SPEC, shat.ENSEMBLE_SPEC,
     easgd.SPEC, dgs.SPEC, gd_async.SPEC, dgc_async.SPEC, fedasync.SPEC, fedbuff.SPEC,
+    fedprox.SPEC, fedavgm.SPEC, fed_adaptive.ADAM_SPEC, fed_adaptive.YOGI_SPEC, fed_adaptive.ADAGRAD_SPEC,
+    scaffold.SPEC, fednova.SPEC,
 )
 
 
@@ -43,14 +47,21 @@ _BY_NAME = by_name(SPECS)
 
 
 def get(name: str) -> AlgorithmSpec:
-    try:
+    """The spec registered as `name`, or the outside one it names (a `module:attr` reference, or an installed
+    entry point: outside.py); UnknownAlgorithmError listing the known names, ExtensionError for outside code
+    that cannot be used."""
+    if name in _BY_NAME:
         return _BY_NAME[name]
-    except KeyError:
-        known = ", ".join(sorted(_BY_NAME))
-        raise UnknownAlgorithmError(f"unknown algorithm {name!r}; registered: {known}") from None
+    found = outside.resolve(name)
+    if found is None:
+        known = ", ".join(sorted({*_BY_NAME, *outside.installed_names()}))
+        raise UnknownAlgorithmError(f"unknown algorithm {name!r}; registered: {known} (or a 'package.module:SPEC' "
+                                    "reference to an extension's AlgorithmSpec)")
+    return found
 
 
 def names() -> list[str]:
+    """The built-in names, in listing order."""
     return list(_BY_NAME)
 
 

@@ -9,6 +9,7 @@ from edgesync.cli.calibrate import calibrate
 from edgesync.cli.flower import flower_down, flower_up
 from edgesync.cli.keys import keys_command
 from edgesync.cli.live import client, coordinator, shard
+from edgesync.cli.plugins import plugins
 from edgesync.cli.profiles import profiles
 from edgesync.cli.ray_option import ray_flag
 from edgesync.cli.report import report
@@ -34,6 +35,7 @@ app.command()(shard)
 app.command()(client)
 app.command("keys")(keys_command)
 app.command()(profiles)
+app.command()(plugins)
 app.command()(calibrate)
 app.command()(report)
 app.command()(reproduce)

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from edgesync.config.strict import Strict
 from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
+from edgesync.models import MODEL_NAMES, model_id, outside_builder
 
 
 class DatasetSpec(Strict):
@@ -31,7 +32,29 @@ class DatasetSpec(Strict):
 
 
 class ModelSpec(Strict):
-    name: Literal["cnn", "vgg_small", "resnet18"] = "cnn"
+    name: str = Field("cnn", description="cnn, vgg_small, resnet18; or an installed entry point of edgesync.models, "
+                      "or a 'package.module:builder' reference (a torchvision.models builder too)")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside model's "
+                                 "builder (JSON values); built-in models take none")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in MODEL_NAMES and outside_builder(name) is None:  # ExtensionError (a ValueError) says why
+            raise ValueError(f"unknown model; known names: {', '.join(MODEL_NAMES)}, an installed entry point of "
+                             "edgesync.models, or a 'package.module:builder' reference")
+        return name
+
+    @model_validator(mode="after")
+    def _args_only_outside(self) -> "ModelSpec":
+        if self.args and self.name in MODEL_NAMES:
+            raise ValueError(f"model.args: {self.name} is built in and takes none (got {sorted(self.args)})")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The model as the runtimes pass it between processes (models.model_id)."""
+        return model_id(self.name, self.args)
 
 
 class PartitionSpec(Strict):

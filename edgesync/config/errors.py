@@ -40,9 +40,8 @@ class ScenarioError(ValueError):
 
 
 def _loc(loc: tuple) -> str:
-    # Drop the discriminator tags pydantic inserts (algorithms.1.ssgd.lr → algorithms.1.lr) and the
-    # union-member names it inserts for profiles.
-    tags = set(algorithms.names()) | {"ConstantProfile", "GammaProfile", "constant", "gamma"}
+    # Drop the union-member names pydantic inserts for profiles (clients.0.profile.GammaProfile.cv → …cv).
+    tags = {"ConstantProfile", "GammaProfile", "constant", "gamma"}
     parts = [str(p) for p in loc if str(p) not in tags]
     return ".".join(parts) or "(top level)"
 
@@ -83,13 +82,8 @@ def validation_problems(err: ValidationError, data: Any, root: type[BaseModel]) 
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key (not part of the scenario schema" + _suggest(e["loc"], data, root) + ")"
-        elif e["type"] == "union_tag_invalid":
-            msg = f"unknown algorithm {e['input'].get('name')!r}; registered: {', '.join(algorithms.names())}" \
-                if isinstance(e.get("input"), dict) else msg
-        elif e["type"] == "union_tag_not_found":
-            msg = "each algorithm entry needs a `name:`"
         value = e.get("input")
-        shown = "" if e["type"] in ("missing", "extra_forbidden", "union_tag_not_found") or isinstance(value, (dict, list)) \
+        shown = "" if e["type"] in ("missing", "extra_forbidden") or isinstance(value, (dict, list)) \
             else f" (got {value!r})"
         if e["type"] == "extra_forbidden":
             shown = ""

@@ -208,7 +208,7 @@ class Scenario(Strict):
             raise ValueError(f"shards is {self.shards} but sharding is none (one coordinator): say sharding: "
                              "layer or sharding: memory")
         if self.sharding == "layer":  # whole layers per shard: the model needs enough of them
-            plan_for(self.model.name, self.shard_count, self.sharding)  # a ValueError says why not
+            plan_for(self.model.id, self.shard_count, self.sharding)  # a ValueError says why not
         if self.runtime == "live" and self.shard_count > 1:
             if self.links.backend == "netns":
                 raise ValueError("sharding: the follower shards listen on this machine's loopback, which clients in "

@@ -86,7 +86,7 @@ class FlowerCoordinator(Coordinator):
         """As the live coordinator's, and the global model's layout for stock Flower ClientApps (stock_node.py)."""
         super().prepare()
         data = self.workload.data
-        self.sock.layout = ModelLayout(build_model(self.scenario.model.name, data.num_classes, data.input_shape[0]))
+        self.sock.layout = ModelLayout(build_model(self.scenario.model.id, data.num_classes, data.input_shape[0]))
 
     def after_algorithm(self, config: AlgorithmConfig, end_s: float, final: Snapshot) -> None:
         """With `federated-eval`, every node evaluates the final model on its own training split."""

@@ -42,6 +42,7 @@ CLIENTS_FILE = "clients.jsonl"
 COORDINATOR_FILE = "coordinator.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
+EXTENSIONS_FILE = "extensions.json"  # the outside code a run used (config/outside_code.py): package, version, hash
 TUNING_FILE = "tuning.json"  # a tuned run (runtime/tuning.py): every point's validation figure, each entry's choice
 TUNING_DIR = "tuning"        # … and the tuning runs' own run folder
 PLOTS_DIR = "plots"
@@ -149,6 +150,12 @@ class RunRecorder:
         """Write the resolved scenario as scenario.yaml (atomically); returns its path."""
         path = self.run_dir / SCENARIO_FILE
         write_atomic(path, yaml.safe_dump(to_plain(resolved), sort_keys=False, allow_unicode=True))
+        return path
+
+    def write_extensions(self, records: list[dict]) -> Path:
+        """Write what outside code the run used as extensions.json (atomically); returns its path."""
+        path = self.run_dir / EXTENSIONS_FILE
+        write_atomic(path, json.dumps(records, indent=1) + "\n")
         return path
 
     def log_eval(self, row: dict) -> None:

@@ -1,10 +1,19 @@
-"""Models by name: `build_model("cnn" | "vgg_small" | "resnet18", num_classes, in_channels)`."""
+"""Models by name: `build_model("cnn" | "vgg_small" | "resnet18", num_classes, in_channels)`, or from outside the
+package: a `package.module:builder` reference or an entry point in the group `edgesync.models` (edgesync/extensions.py),
+called as `builder(num_classes=…, in_channels=…, **args)` (`in_channels` only if it takes it, so a
+`torchvision.models` builder works as it is). A model with arguments travels between processes as one string,
+its `model_id`: `name{"width": 32}`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from torch import nn
+
+from edgesync.extensions import ExtensionError, entry_points, import_reference, is_reference, load_entry_point
 
 from edgesync.models.cnn import SmallCNN
 from edgesync.models.resnet import resnet18_small
@@ -21,11 +30,51 @@ MODEL_NAMES = tuple(_BUILDERS)
 FIXED_INPUT_SIDE = {"cnn": 28, "vgg_small": 28}
 
 
-def build_model(name: str, num_classes: int = 10, in_channels: int = 1) -> nn.Module:
-    """A freshly initialized model (seed torch beforehand for reproducible weights)."""
-    if name not in _BUILDERS:
-        raise ValueError(f"unknown model {name!r}; known names: {', '.join(MODEL_NAMES)}")
-    return _BUILDERS[name](num_classes, in_channels)
+def model_id(name: str, args: Mapping[str, Any] | None = None) -> str:
+    """A model and its arguments as one string: `name`, or `name{…}` with the arguments as JSON, keys sorted."""
+    return name + (json.dumps(dict(args), sort_keys=True, separators=(",", ":")) if args else "")
 
 
-__all__ = ["FIXED_INPUT_SIDE", "MODEL_NAMES", "SmallCNN", "SmallVGG", "build_model", "resnet18_small"]
+def parse_model_id(model: str) -> tuple[str, dict[str, Any]]:
+    name, brace, rest = model.partition("{")
+    return name, (json.loads(brace + rest) if brace else {})
+
+
+def outside_builder(name: str) -> Callable[..., nn.Module] | None:
+    """The builder an outside model name stands for (a reference or an entry point); None for neither."""
+    if is_reference(name):
+        found = import_reference(name, "model")
+    elif name in (eps := entry_points("model")):
+        found = load_entry_point(eps[name], "model")
+    else:
+        return None
+    if not callable(found):
+        raise ExtensionError(f"model {name!r}: names a {type(found).__name__}, not a callable that builds a model")
+    return found
+
+
+def build_model(model: str, num_classes: int = 10, in_channels: int = 1) -> nn.Module:
+    """A freshly initialized model (seed torch beforehand for reproducible weights); `model` is a name or a
+    `model_id` with arguments."""
+    name, args = parse_model_id(model)
+    if name in _BUILDERS:
+        if args:
+            raise ValueError(f"model {name!r} is built in and takes no args (got {sorted(args)})")
+        return _BUILDERS[name](num_classes, in_channels)
+    builder = outside_builder(name)
+    if builder is None:
+        raise ValueError(f"unknown model {name!r}; known names: {', '.join(MODEL_NAMES)}, an installed entry point "
+                         "of edgesync.models, or a 'package.module:builder' reference")
+    # only a builder that names in_channels gets it: torchvision's pass **kwargs on to a model that does not take it
+    channels = {"in_channels": in_channels} if "in_channels" in inspect.signature(builder).parameters else {}
+    try:
+        built = builder(num_classes=num_classes, **channels, **args)
+    except TypeError as exc:
+        raise ExtensionError(f"model {name!r}: {exc}") from None
+    if not isinstance(built, nn.Module):
+        raise ExtensionError(f"model {name!r}: its builder returned a {type(built).__name__}, not a torch.nn.Module")
+    return built
+
+
+__all__ = ["FIXED_INPUT_SIDE", "MODEL_NAMES", "SmallCNN", "SmallVGG", "build_model", "model_id", "outside_builder",
+           "parse_model_id", "resnet18_small"]

@@ -30,6 +30,8 @@ class Claim:
     # (baseline, method): the figure is the baseline's time to target ÷ the method's, and `reproduce` censors
     # a time that was not reached instead of dropping the seed (verdicts.py)
     times: tuple[str, str] | None = None
+    # experiments whose rows join `experiment`'s, seed by seed: runs other claims do not need, kept out of it
+    also: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
@@ -116,7 +118,8 @@ def one_worker_claim(algorithm: str, kind: Literal["homogeneous", "heterogeneous
     return Claim(f"{_DANA_NAMES[algorithm]} final acc − one worker, N = 16 {kind}", paper,
                  "" if paper_value is None else f"{_signed(paper_value)} pt", "dana",
                  lambda r: 100 * (_acc(r[label]) - _acc(r[_ONE])), direction, threshold, " pt", paper_value=paper_value,
-                 regime="paper: ResNet-20 on CIFAR-10, against its single-worker baseline")
+                 regime="paper: ResNet-20 on CIFAR-10, against its single-worker baseline",
+                 also=("dana_one", "dana_hetero") if kind == "heterogeneous" else ("dana_one",))
 
 
 ESYNC_SPEEDUP = Claim("ESync time to 0.80 vs tuned SSGD, one ×10 straggler", "esync.txt §5", "7× (ResNet-18)",

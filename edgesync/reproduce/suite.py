@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
+from edgesync.reproduce.claims import CLAIMS
 from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
@@ -55,6 +56,8 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if quick else "full"
     seeds = list(seeds or SEEDS[mode])
+    if only:  # an experiment's claims may also read runs kept in experiments of their own (claims.py `also`)
+        only = [*only, *(extra for claim in CLAIMS if claim.experiment in only for extra in claim.also)]
     todo = [exp for exp in EXPERIMENTS if not only or exp.key in only]
     plans = {exp.key: [*(exp.quick if quick else exp.full), f"runtime={runtime}", f"seeds={seeds}"] for exp in todo}
     for exp in todo:  # every scenario checked before anything runs
@@ -109,7 +112,7 @@ def _measure_step_times(scenarios: list) -> None:
     seen = set()
     # a tuned experiment's grid points (momentum 0.5, 0.9, …) are entries of their own to calibrate
     for sc in [s for sc in scenarios for s in ([sc, tuning_scenario(sc)] if sc.tune else [sc])]:
-        key = (sc.model.name, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})),
+        key = (sc.model.id, sc.dataset.model_dump_json(), tuple(sorted({a.batch_size for a in sc.algorithms})),
                sc.sim.server_time == "model" and tuple(a.model_dump_json(exclude={"label"}) for a in sc.algorithms))
         if key not in seen:
             seen.add(key)

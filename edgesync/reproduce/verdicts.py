@@ -30,7 +30,7 @@ def evaluate(out: Path) -> list[dict]:
         summary = folder / "summary.json"
         if not summary.exists():
             continue
-        groups = by_seed(json.loads(summary.read_text()))
+        groups = _joined(out, claim, by_seed(json.loads(summary.read_text())))
         per_seed: dict[int | None, float | None] = {}
         censored: dict[int | None, Censored] = {}
         diverged: dict[int | None, list[str]] = {}
@@ -66,6 +66,16 @@ def evaluate(out: Path) -> list[dict]:
                         "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown,
                         "magnitude": magnitude, "magnitude_caveat": magnitude_caveat, "rows": read})
     return results
+
+
+def _joined(out: Path, claim, groups: dict) -> dict:
+    """`groups` (seed → label → row) with the rows of the claim's `also` experiments that ran, seed by seed."""
+    for extra in claim.also:
+        path = out / extra / "summary.json"
+        if path.exists():
+            for seed, rows in by_seed(json.loads(path.read_text())).items():
+                groups[seed] = {**rows, **groups.get(seed, {})}
+    return groups
 
 
 def _read(values: list[float], direction: str, bound: float, per_seed: dict, censored: dict) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, Checkpointe
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.config import Scenario
 from edgesync.config import Variant, variants
+from edgesync.config.outside_code import outside_code
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -151,6 +152,8 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
         checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume,
                                          every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
+        if used := outside_code(scenario):
+            recorder.write_extensions(used)
         try:
             in_parallel = parallel > 1 and len(runs) > 1 and scenario.runtime == "sim"
             if in_parallel:

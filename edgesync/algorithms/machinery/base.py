@@ -275,5 +275,8 @@ class AlgorithmSpec:
     # The registered algorithm that stands in for this one where a client cannot be asked anything in the
     # middle of an instruction (a Flower ClientApp): None if the client half never queries, or has none.
     without_queries: str | None = None
+    # The edgesync.api version an extension was written for (extensions.API_VERSION when it was); the
+    # registry refuses an outside spec without one, or for another major version. Built-in specs leave it None.
+    api_version: str | None = None
 
     summary: ClassVar[str] = ""

@@ -117,7 +117,7 @@ def client_splits(scenario: Scenario, labels: np.ndarray) -> list[np.ndarray]:
 def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
     """θ₀ from the scenario's seed: every algorithm of a run starts from the same model."""
     torch.manual_seed(scenario.seed)
-    model = build_model(scenario.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
+    model = build_model(scenario.model.id, num_classes=data.num_classes, in_channels=data.input_shape[0])
     return ModelState(params=get_params(model), buffers=get_buffers(model),
                       sizes=tuple(p.numel() for p in model.parameters()))
 

@@ -111,7 +111,7 @@ class Coordinator:
         self.workload = work = prepare_workload(sc)
         self.phases.splits = work.splits
         self.shards = self.phases.shards = lead_for(sc, work, self.shard_addresses, self.shard_keys)
-        self.evaluator = Evaluator(sc.model.name, work.data.num_classes, work.data.input_shape[0], work.eval_x,
+        self.evaluator = Evaluator(sc.model.id, work.data.num_classes, work.data.input_shape[0], work.eval_x,
                                    work.eval_y, sc.eval.batch_size)
 
     def run(self) -> None:

@@ -53,7 +53,7 @@ class Phases:
         sc, peer = self.scenario, self.members.peers[rank]
         meta = {
             "label": config.key, "algorithm": config.model_dump(mode="json"),
-            "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.name,
+            "dataset": sc.dataset.model_dump(mode="json"), "model": sc.model.id,
             "profile": peer.profile.model_dump(mode="json"), "seed": sc.seed,
             "device": sc.clients[rank].device,
             "availability": (a.model_dump(mode="json") if (a := sc.clients[rank].availability) is not None else None),

@@ -225,7 +225,7 @@ def lead_for(scenario: Scenario, workload, addresses: list[str], keys: ClientKey
     if scenario.shard_count == 1:
         return NoShards()
     data = workload.data
-    plan = plan_for(scenario.model.name, scenario.shard_count, scenario.sharding, data.num_classes,
+    plan = plan_for(scenario.model.id, scenario.shard_count, scenario.sharding, data.num_classes,
                     data.input_shape[0])
     return ShardLead(scenario, plan, addresses, keys)
 

@@ -50,7 +50,7 @@ class PreparedRun(Protocol):
 
 def cached_or_calibrated(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:
     """The costs of `config` on this machine: from the cache, else calibrated beside `run` and cached."""
-    key = cost_key(config, run.scenario.model.name, run.initial, SERVER_CALIBRATION_CLIENTS)
+    key = cost_key(config, run.scenario.model.id, run.initial, SERVER_CALIBRATION_CLIENTS)
 
     def calibrate_now() -> ServerCostSpec:
         run.progress.status(f"{config.key}: timing the coordinator's work (once on this machine)")

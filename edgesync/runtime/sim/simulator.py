@@ -83,9 +83,9 @@ class Simulator:
         self.splits, self.initial = work.splits, work.initial
         self.x = to_tensor(data.train_x, data.mean, data.std)
         self.y = torch.as_tensor(data.train_y, dtype=torch.int64)
-        make = lambda: build_model(sc.model.name, num_classes=data.num_classes, in_channels=data.input_shape[0])
+        make = lambda: build_model(sc.model.id, num_classes=data.num_classes, in_channels=data.input_shape[0])
         self.model, self.eval_model = make(), make()
-        self.shard_plan = plan_for(sc.model.name, sc.shard_count, sc.sharding, data.num_classes, data.input_shape[0])
+        self.shard_plan = plan_for(sc.model.id, sc.shard_count, sc.sharding, data.num_classes, data.input_shape[0])
         if sc.shard_count > 1:
             log.info("%d parameter-server shards (sharding %s): %s of the parameters", sc.shard_count, sc.sharding,
                      self.shard_plan.describe())
@@ -125,7 +125,7 @@ class Simulator:
             return sim.measured_step_s[batch_size]
         probe = Trainer(model=self.model, x=self.x, y=self.y, batch_size=batch_size, seed=0,
                         subset=self.splits[0])
-        entry = cached_step(probe, self.scenario.model.name)
+        entry = cached_step(probe, self.scenario.model.id)
         self.calibration[batch_size] = entry
         return float(entry["step_s"])
 
@@ -152,7 +152,7 @@ class Simulator:
             return None
         if self.pool is None:
             shape = self.data.input_shape
-            self.pool = RayClients(self.x.numpy(), self.y.numpy(), self.scenario.model.name, self.data.num_classes,
+            self.pool = RayClients(self.x.numpy(), self.y.numpy(), self.scenario.model.id, self.data.num_classes,
                                    shape[0], len(self.scenario.clients), self.scenario.sim.workers, self.spill)
         return self.pool
 

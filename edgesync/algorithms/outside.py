@@ -1,0 +1,74 @@
+"""Algorithms from outside the package (edgesync/extensions.py): a scenario's `name: mylab.algos:FEDFOO`, or
+the name of an entry point in the group `edgesync.algorithms`.
+
+Either resolves to the extension's `AlgorithmSpec`, checked (its `api_version`, its halves' types) and known
+under the name the scenario used from then on, in this process; every process that runs the entry (a
+simulator worker, a live client) resolves the same name the same way, so the configs that travel keep it. A
+reference's config accepts the reference as its `name`, and results label the entry with the spec's own
+name unless the entry sets `label`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, ServerAlgorithm
+from edgesync.extensions import (ExtensionError, ExtensionInfo, check_api, describe, entry_points, import_reference,
+                                 is_reference, load_entry_point)
+
+_RESOLVED: dict[str, tuple[AlgorithmSpec, ExtensionInfo]] = {}
+
+
+def resolve(name: str) -> AlgorithmSpec | None:
+    """The outside spec `name` stands for (a reference, or an installed entry point), loaded once; None when
+    it is neither. ExtensionError when it is one of them but cannot be used."""
+    if name in _RESOLVED:
+        return _RESOLVED[name][0]
+    if is_reference(name):
+        obj, module = import_reference(name, "algorithm"), name.split(":")[0]
+    elif name in (eps := entry_points("algorithm")):
+        obj, module = load_entry_point(eps[name], "algorithm"), eps[name].module
+    else:
+        return None
+    spec = _checked(name, obj)
+    _RESOLVED[name] = (spec, describe(name, module))
+    return spec
+
+
+def installed_names() -> list[str]:
+    """The names of the installed entry points (not loaded)."""
+    return sorted(entry_points("algorithm"))
+
+
+def info(name: str) -> ExtensionInfo | None:
+    """What identifies the code behind an outside algorithm already resolved in this process."""
+    return _RESOLVED[name][1] if name in _RESOLVED else None
+
+
+def resolved() -> dict[str, ExtensionInfo]:
+    """Every outside algorithm this process has resolved, by the name it was used by."""
+    return {name: found[1] for name, found in _RESOLVED.items()}
+
+
+def _checked(name: str, obj: object) -> AlgorithmSpec:
+    what = f"algorithm {name!r}"
+    if not isinstance(obj, AlgorithmSpec):
+        raise ExtensionError(f"{what}: names a {type(obj).__name__}, not an AlgorithmSpec (edgesync.api)")
+    check_api(obj.api_version, what)
+    for part, base in (("config", AlgorithmConfig), ("server", ServerAlgorithm), ("client", ClientAlgorithm)):
+        cls = getattr(obj, part)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise ExtensionError(f"{what}: its spec's {part} is {cls!r}, not a subclass of {base.__name__}")
+    if obj.family not in ("synchronous", "asynchronous"):
+        raise ExtensionError(f"{what}: family {obj.family!r}, expected 'synchronous' or 'asynchronous'")
+    return obj if obj.name == name else _renamed(obj, name)
+
+
+def _renamed(spec: AlgorithmSpec, name: str) -> AlgorithmSpec:
+    """`spec` known as `name`: its config subclassed to take `name` as its `name`, its results labelled with
+    the spec's own name unless an entry sets `label`."""
+    short = spec.name
+    namespace = {"__annotations__": {"name": Literal[name]}, "name": name, "__module__": spec.config.__module__,
+                 "__doc__": spec.config.__doc__, "key": property(lambda self: self.label or short)}
+    config = type(spec.config.__name__, (spec.config,), namespace)
+    return dataclasses.replace(spec, name=name, config=config)
