@@ -54,6 +54,8 @@ def test_each_reproduced_table_is_recomputed_from_docs_data(name, tmp_path):
         row = next(line for line in text.splitlines() if line.startswith(f"| {claim['text']} |"))
         assert _figure(r) in row, f"{claim['text']}: the table says {row!r}, docs/data gives {_figure(r)!r}"
         assert r["verdict"] in row or r["claim"].by_construction, claim["text"]
+        if record.get("earlier"):  # a re-run keeps the figure it replaced beside its own
+            assert f"(before: {record['earlier']['figures'].get(claim['text'], 'not in it')})" in row
 
 
 def test_every_data_file_belongs_to_a_block():

@@ -64,11 +64,26 @@ def _checked(name: str, obj: object) -> AlgorithmSpec:
     return obj if obj.name == name else _renamed(obj, name)
 
 
+_CONFIG_OF = "ConfigOf_"  # + the reference in hex: the renamed config's class name in this module
+
+
 def _renamed(spec: AlgorithmSpec, name: str) -> AlgorithmSpec:
     """`spec` known as `name`: its config subclassed to take `name` as its `name`, its results labelled with
-    the spec's own name unless an entry sets `label`."""
-    short = spec.name
-    namespace = {"__annotations__": {"name": Literal[name]}, "name": name, "__module__": spec.config.__module__,
-                 "__doc__": spec.config.__doc__, "key": property(lambda self: self.label or short)}
-    config = type(spec.config.__name__, (spec.config,), namespace)
+    the spec's own name unless an entry sets `label`. The subclass lives in this module under a name that
+    spells the reference, so that a config pickled to another process (a Ray task) finds it there
+    (`__getattr__` below resolves the reference on the way)."""
+    short, class_name = spec.name, _CONFIG_OF + name.encode().hex()
+    namespace = {"__annotations__": {"name": Literal[name]}, "name": name, "__module__": __name__,
+                 "__qualname__": class_name, "__doc__": spec.config.__doc__,
+                 "key": property(lambda self: self.label or short)}
+    config = type(class_name, (spec.config,), namespace)
     return dataclasses.replace(spec, name=name, config=config)
+
+
+def __getattr__(attr: str):
+    """A renamed config class by its name (pickle's lookup in a process that has not resolved it yet)."""
+    if attr.startswith(_CONFIG_OF):
+        spec = resolve(bytes.fromhex(attr[len(_CONFIG_OF):]).decode())
+        if spec is not None:
+            return spec.config
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")

@@ -10,7 +10,7 @@ import typer
 from edgesync.cli.shared import err, out, parse_seeds
 
 
-def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds, every baseline tuned: about 25 minutes on 2 cores"),
+def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3 seeds, every baseline tuned: 16 minutes on 2 cores here (docs/results.md)"),
               runtime: str = typer.Option("sim", "--runtime", help="sim (default) or live"),
               seeds: Optional[str] = typer.Option(None, "--seeds", help="seeds for every experiment, e.g. 0-4 "
                                                   "(default 0-2 with --quick, else 0-4)"),
@@ -26,7 +26,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
               quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours."""
     from edgesync import reproduce as rp
-    from edgesync.reproduce.audit import write_data
+    from edgesync.reproduce.audit import earlier_figures, write_data
     if runtime not in ("sim", "live"):
         err.print(f"[red]--runtime must be sim or live, not {runtime!r}[/red]", highlight=False)
         raise typer.Exit(2)
@@ -48,13 +48,14 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
     if not results:
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
         raise typer.Exit(1)
-    text = rp.table(results)
+    # The folder's record says how its runs were made; runs without one are taken as the options say.
+    key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
+    earlier = earlier_figures(key) if write_docs else None  # the docs' table this one replaces
+    text = rp.table(results, earlier)
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
     if write_docs:
-        # The folder's record says how its runs were made; runs without one are taken as the options say.
-        key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
         note = rp.docs_note(root, key)
-        data = write_data(results, key, note)  # what the table was computed from, to recompute it
+        data = write_data(results, key, note, earlier=earlier)  # what the table was computed from, to recompute it
         rp.write_docs(text, key, f"{note}; per-run figures: docs/data/{data.name}")
         out.print(f"table written to docs/results.md ({key}), its per-run figures to {data}", highlight=False)

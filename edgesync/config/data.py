@@ -8,13 +8,17 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from edgesync.config.strict import Strict
+from edgesync.data.datasets import DATASET_NAMES, outside_loader
 from edgesync.data.fashion_mnist import ENV_VAR as DATA_ENV_VAR
 from edgesync.data.partition import PARTITION_KINDS
 from edgesync.models import MODEL_NAMES, model_id, outside_builder
 
 
 class DatasetSpec(Strict):
-    name: Literal["fashion_mnist", "torchvision_fashion_mnist", "mnist", "cifar10"] = "fashion_mnist"
+    name: str = Field("fashion_mnist", description="fashion_mnist, torchvision_fashion_mnist, mnist, cifar10; or an "
+                      "installed entry point of edgesync.datasets, or a 'package.module:loader' reference")
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside dataset's "
+                                 "loader (JSON values); built-in datasets take none")
     root: str | None = Field(None, description="data folder, the only place looked in; must exist on the "
                              "machine that loads the scenario; EDGESYNC_DATA wins over it")
     train_size: int | None = Field(None, ge=1, description="use only the first N training samples")
@@ -29,6 +33,25 @@ class DatasetSpec(Strict):
         if root is not None and not env_wins and not Path(root).is_dir():
             raise ValueError("no such directory on this machine")
         return root
+
+    @field_validator("name")
+    @classmethod
+    def _known_dataset(cls, name: str) -> str:
+        if name not in DATASET_NAMES and outside_loader(name) is None:  # ExtensionError (a ValueError) says why
+            raise ValueError(f"unknown dataset; known names: {', '.join(DATASET_NAMES)}, an installed entry point "
+                             "of edgesync.datasets, or a 'package.module:loader' reference")
+        return name
+
+    @model_validator(mode="after")
+    def _dataset_args_only_outside(self) -> "DatasetSpec":
+        if self.args and self.name in DATASET_NAMES:
+            raise ValueError(f"dataset.args: {self.name} is built in and takes none (got {sorted(self.args)})")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The dataset as the runtimes load it: its name, with its args as JSON (models.model_id's form)."""
+        return model_id(self.name, self.args)
 
 
 class ModelSpec(Strict):

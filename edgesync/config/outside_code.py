@@ -8,19 +8,21 @@ from edgesync import algorithms
 from edgesync.algorithms import outside
 from edgesync.config.scenario import Scenario
 from edgesync.extensions import describe, entry_points, is_reference
+from edgesync.data.datasets import DATASET_NAMES
 from edgesync.models import MODEL_NAMES
 
 
 def outside_code(scenario: Scenario) -> list[dict[str, Any]]:
-    """One record per outside algorithm or model the scenario names: {kind, name, module, distribution,
+    """One record per outside algorithm, model or dataset the scenario names: {kind, name, module, distribution,
     version, code_hash}; empty for a scenario of built-in names only."""
     found = []
     for entry in scenario.algorithms:
         if entry.name not in algorithms.names():
             algorithms.get(entry.name)  # resolved already when the scenario loaded; this only reads the cache
             found.append({"kind": "algorithm", **outside.info(entry.name).as_dict()})
-    name = scenario.model.name
-    if name not in MODEL_NAMES:
-        module = name.split(":")[0] if is_reference(name) else entry_points("model")[name].module
-        found.append({"kind": "model", **describe(name, module).as_dict()})
+    for kind, name, built_in in (("model", scenario.model.name, MODEL_NAMES),
+                                 ("dataset", scenario.dataset.name, DATASET_NAMES)):
+        if name not in built_in:
+            module = name.split(":")[0] if is_reference(name) else entry_points(kind)[name].module
+            found.append({"kind": kind, **describe(name, module).as_dict()})
     return found

@@ -168,8 +168,10 @@ class Scenario(Strict):
     def _model_takes_the_images(self) -> "Scenario":
         """A model built for one image size (the small CNN: 28×28) cannot train on another dataset's."""
         side = FIXED_INPUT_SIDE.get(self.model.name)
+        if side is None or self.dataset.name not in INPUT_SHAPES:  # an outside dataset's shape is known once loaded
+            return self
         _, h, w = INPUT_SHAPES[self.dataset.name]
-        if side is not None and (h, w) != (side, side):
+        if (h, w) != (side, side):
             raise ValueError(f"model.name {self.model.name} is built for {side}×{side} images, but dataset.name "
                              f"{self.dataset.name} has {h}×{w}: use model.name resnet18, which takes any size")
         return self

@@ -9,7 +9,9 @@ here too.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +20,10 @@ from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, MNIST_M
                                   ArrayDataset, DataNotFoundError, explicit_root_error, to_tensor)
 from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
+from edgesync.extensions import ExtensionError, entry_points, import_reference, is_reference, load_entry_point
 
 __all__ = ["DATASET_NAMES", "INPUT_SHAPES", "ArrayDataset", "download_cifar10", "download_fashion_mnist",
-           "load_dataset", "to_tensor"]
+           "load_dataset", "outside_loader", "to_tensor"]
 
 # (C, H, W) of one sample of each dataset as the models see it, known without loading the data
 INPUT_SHAPES = {
@@ -32,9 +35,26 @@ INPUT_SHAPES = {
 DATASET_NAMES = tuple(INPUT_SHAPES)
 
 
+def outside_loader(name: str) -> Callable[..., ArrayDataset] | None:
+    """The loader an outside dataset name stands for (a `package.module:loader` reference or an entry point of
+    edgesync.datasets, edgesync/extensions.py); None for neither."""
+    if is_reference(name):
+        found = import_reference(name, "dataset")
+    elif name in (eps := entry_points("dataset")):
+        found = load_entry_point(eps[name], "dataset")
+    else:
+        return None
+    if not callable(found):
+        raise ExtensionError(f"dataset {name!r}: names a {type(found).__name__}, not a callable that loads a dataset")
+    return found
+
+
 def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str | None = None) -> ArrayDataset:
-    """Load a dataset by name (one of DATASET_NAMES). `root` is where to look: when given, the only place
-    (see each loader); `origin` names where it came from for the error when it holds no data."""
+    """Load a dataset by name (one of DATASET_NAMES, or an outside one: `name` or `name{args as JSON}`, as
+    models.model_id writes it). `root` is where to look: when given, the only place (see each loader);
+    `origin` names where it came from for the error when it holds no data."""
+    if name not in DATASET_NAMES:
+        return _load_outside(name, root)
     if name == "fashion_mnist":
         return load_fashion_mnist(root, origin)
     if name == "cifar10":
@@ -44,6 +64,22 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str |
     if name == "torchvision_fashion_mnist":
         return _load_torchvision("FashionMNIST", _torchvision_fashion_root(root, origin), None, name)
     raise ValueError(f"unknown dataset {name!r}; known names: {', '.join(DATASET_NAMES)}")
+
+
+def _load_outside(ident: str, root: str | os.PathLike | None) -> ArrayDataset:
+    name, brace, rest = ident.partition("{")
+    loader = outside_loader(name)
+    if loader is None:
+        raise ValueError(f"unknown dataset {name!r}; known names: {', '.join(DATASET_NAMES)}, an installed entry "
+                         "point of edgesync.datasets, or a 'package.module:loader' reference")
+    try:
+        data = loader(root=None if root is None else str(root), **(json.loads(brace + rest) if brace else {}))
+    except TypeError as exc:
+        raise ExtensionError(f"dataset {name!r}: {exc}") from None
+    if not isinstance(data, ArrayDataset):
+        raise ExtensionError(f"dataset {name!r}: its loader returned a {type(data).__name__}, not an ArrayDataset "
+                             "(edgesync.api)")
+    return data
 
 
 def download_fashion_mnist(dest: Path) -> Path:

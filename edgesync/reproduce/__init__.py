@@ -1,6 +1,6 @@
 """`edgesync reproduce`: the seed papers' headline comparisons, run over seeds and checked claim by claim.
 
-    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time: ~25 min
+    edgesync reproduce --quick            # reduced runs (simulator), 3 seeds, two experiments at a time: ~16 min on 2 cores
     edgesync reproduce                    # the scenarios' own settings, 5 seeds
     edgesync reproduce --from runs/reproduce --write-docs   # re-read finished runs; table into docs/results.md
 

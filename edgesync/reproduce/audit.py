@@ -23,7 +23,29 @@ def data_file(key: str, folder: Path = DATA_DIR) -> Path:
     return folder / f"reproduce-{key}.json"
 
 
-def record(results: list[dict], key: str, note: str) -> dict:
+def earlier_figures(key: str, folder: Path = DATA_DIR) -> dict | None:
+    """The figures of the table a re-run replaces, from its docs/data record: {"note", "figures": {claim text:
+    figure as the table showed it}}; None when there is none. The table keeps them beside the new ones."""
+    path = data_file(key, folder)
+    if not path.exists():
+        return None
+    old = json.loads(path.read_text())
+    return {"note": old["note"], "figures": {c["text"]: c.get("figure") or _compact(c) for c in old["claims"]}}
+
+
+def _compact(claim: dict) -> str:
+    """A record written before it kept the table's figure: its mean, interval and seeds, as the table gave them."""
+    if claim.get("mean") is None:
+        return "n/a"
+    text = f"{claim['mean']:.3g}{claim['unit']}".replace("-", "−")
+    if claim.get("ci95"):
+        low, high = claim["ci95"]
+        text += f" [{low:.3g}, {high:.3g}]".replace("-", "−")
+    return f"{text} ({claim['n']} seeds)"
+
+
+def record(results: list[dict], key: str, note: str, earlier: dict | None = None) -> dict:
+    from edgesync.reproduce.verdicts import _figure
     claims = []
     for r in results:
         c, iv = r["claim"], r["interval"]
@@ -36,12 +58,14 @@ def record(results: list[dict], key: str, note: str) -> dict:
             "rows": {str(s): {label: {k: row.get(k) for k in ROW_FIELDS if k in row} for label, row in rows.items()}
                      for s, rows in r.get("rows", {}).items()},
             "mean": iv.mean, "ci95": None if iv.low is None else [iv.low, iv.high], "n": iv.n,
-            "verdict": r["verdict"], "magnitude": r["magnitude"]})
-    return {"block": f"reproduce:{key}", "note": note, "claims": claims}
+            "verdict": r["verdict"], "magnitude": r["magnitude"], "figure": _figure(r)})
+    return {"block": f"reproduce:{key}", "note": note, "claims": claims,
+            **({"earlier": earlier} if earlier else {})}
 
 
-def write_data(results: list[dict], key: str, note: str, folder: Path = DATA_DIR) -> Path:
+def write_data(results: list[dict], key: str, note: str, folder: Path = DATA_DIR,
+               earlier: dict | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = data_file(key, folder)
-    path.write_text(json.dumps(record(results, key, note), indent=1, sort_keys=False) + "\n")
+    path.write_text(json.dumps(record(results, key, note, earlier), indent=1, sort_keys=False) + "\n")
     return path

@@ -114,10 +114,13 @@ def _num(value: float) -> str:
     return f"{value:.3g}".replace("-", "−")
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], earlier: dict | None = None) -> str:
     """The claims as a Markdown table, measured claims first, each read twice (direction: better at all;
     magnitude: as strong as the paper's own figure), then the figures the configuration fixes (listed apart
-    with the formula that fixes them, never counted as verdicts), and a count of the verdicts of each kind."""
+    with the formula that fixes them, never counted as verdicts), and a count of the verdicts of each kind.
+    With `earlier` (audit.earlier_figures: the table this one replaces) each figure keeps the one it replaced
+    beside it, and a line says which run that was."""
+    before = (lambda c: f" (before: {earlier['figures'].get(c.text, 'not in it')})") if earlier else (lambda c: "")
     lines = ["| claim | paper | paper's figure | ours: mean [95% CI] | direction | verdict | magnitude (the paper's "
              "figure) | verdict | run folder |", "|---|---|---|---|---|---|---|---|---|"]
     measured = [r for r in results if not r["claim"].by_construction]
@@ -127,17 +130,20 @@ def table(results: list[dict]) -> str:
         shown = r["verdict"] + (f" ({r['caveat']})" if r["caveat"] else "")
         magnitude = r["magnitude"] + (f" ({r['magnitude_caveat']})" if r["magnitude_caveat"] else "")
         paper = c.paper_figure + (f" ({c.regime})" if c.regime else "")
-        lines.append(f"| {c.text} | {c.paper} | {paper} | {_figure(r)} | {c.target} | {shown} | {c.paper_target} | "
-                     f"{magnitude} | `{r['folder']}` |")
+        lines.append(f"| {c.text} | {c.paper} | {paper} | {_figure(r)}{before(c)} | {c.target} | {shown} | "
+                     f"{c.paper_target} | {magnitude} | `{r['folder']}` |")
     if built:
         lines += ["", "Fixed by the configuration, not verdicts:", "",
                   "| figure | paper | paper's figure | ours: mean [95% CI] | why it is fixed | run folder |",
                   "|---|---|---|---|---|---|"]
         for r in built:
             c = r["claim"]
-            lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {_figure(r)} | {c.by_construction} | "
+            lines.append(f"| {c.text} | {c.paper} | {c.paper_figure} | {_figure(r)}{before(c)} | {c.by_construction} | "
                          f"`{r['folder']}` |")
     lines += ["", count_line(measured, built)]
+    if earlier:
+        lines += ["", f"Before: the figures of the table this run replaced ({earlier['note']}), kept beside each of "
+                  "ours; git has every earlier table."]
     return "\n".join(lines)
 
 

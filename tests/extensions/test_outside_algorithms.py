@@ -98,3 +98,16 @@ def test_edgesync_plugins_lists_what_is_installed_and_checks_it():
     result = CliRunner().invoke(app, ["plugins"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "halfstep" in result.output and "ext-fixture 0.3.1" in result.output and "ok" in result.output
+
+
+def test_a_referenced_config_crosses_to_another_process_as_itself(tmp_path):
+    """A simulator worker or a Ray task gets configs pickled: the renamed config resolves its reference there."""
+    import pickle
+    import subprocess
+    import sys
+    entry = load_scenario(scenario("ext_fixture:HALFSTEP", local_steps=4)).algorithms[0]
+    (tmp_path / "entry.pkl").write_bytes(pickle.dumps(entry))
+    code = ("import pickle, sys; e = pickle.load(open(sys.argv[1], 'rb')); "
+            "print(type(e).__mro__[1].__name__, e.name, e.key, e.local_steps)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "entry.pkl")], capture_output=True, text=True)
+    assert done.stdout.split() == ["HalfStepConfig", "ext_fixture:HALFSTEP", "halfstep", "4"], done.stderr

@@ -40,7 +40,7 @@ def dataset(name: str, root: str | None, train_size: int | None) -> ArrayDataset
 
 
 def scenario_dataset(spec: DatasetSpec) -> ArrayDataset:
-    return dataset(spec.name, spec.root, spec.train_size)
+    return dataset(spec.id, spec.root, spec.train_size)
 
 
 VALIDATION_SPLIT_SEED = 0x7A11D  # the validation split's own seed: the same split whatever the run's seed

@@ -13,6 +13,7 @@ from edgesync import algorithms
 from edgesync.algorithms.machinery.base import ClientAlgorithm
 from edgesync.emulation.profiles import FactorSampler, parse_profile
 from edgesync.emulation.throttle import Throttle
+from edgesync.models import model_id
 from edgesync.runtime.bookkeeping.accounting import ClientClock
 from edgesync.runtime.bookkeeping.workload import dataset, make_trainer, resolve_device, trainer_seed
 from edgesync.trainer import DeviceOffline, NoHook, Trainer
@@ -38,7 +39,7 @@ def build_session(meta: dict, indices: np.ndarray, rank: int, device: str | None
     spec = algorithms.get(meta["algorithm"]["name"])
     config = spec.config.model_validate(meta["algorithm"])
     ds = meta["dataset"]
-    data = dataset(ds["name"], data_root or ds.get("root"), ds.get("train_size"))
+    data = dataset(model_id(ds["name"], ds.get("args")), data_root or ds.get("root"), ds.get("train_size"))
     dev = resolve_device(device or meta.get("device", "cpu"))
     sampler = FactorSampler(parse_profile(meta["profile"]), seed=int(meta["seed"]), rank=rank)
     trainer = make(data, meta["model"], indices, config.batch_size,
