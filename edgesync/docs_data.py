@@ -60,20 +60,48 @@ def renderer(block: str) -> Callable[[Any], str] | None:
     return getattr(module, name, None)  # None: the benchmark does not keep its data yet
 
 
+EARLIER_HEAD = "Before this run"  # the section under a re-written block that keeps the table it replaced
+
+
 def write_block(doc: Path, block: str, note: str, data: Any, folder: Path = DATA_DIR) -> str:
     """Keep `data` (JSON: the per-run figures) in docs/data/, and write `block` in `doc` as `note` (the line that
-    names the command; it should name the data file) and the registered renderer's table of `data`. Returns the
-    body written. Rendering the stored record, not the live objects, keeps the page and the file in step."""
+    names the command; it should name the data file) and the registered renderer's table of `data`, then the
+    table the block held before (its figures kept beside the new ones: `earlier_section`), unless `data` keeps
+    its own earlier figures. Returns the body written. Rendering the stored record, not the live objects, keeps
+    the page and the file in step."""
     render = renderer(block)
     if render is None:
         raise ValueError(f"block {block!r}: no renderer in edgesync/docs_data.py RENDERERS")
+    record = {"block": block, "note": note, "data": data}
+    if not (isinstance(data, dict) and "earlier" in data) and (old := _current(doc, block)) is not None:
+        record["earlier"] = old
     folder.mkdir(parents=True, exist_ok=True)
     path = data_path(block, folder)
-    path.write_text(json.dumps({"block": block, "note": note, "data": data}, indent=1) + "\n")
-    stored = json.loads(path.read_text())["data"]  # what a reader of the file gets: tuples as lists, and so on
-    body = note + "\n\n" + render(stored)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    stored = json.loads(path.read_text())  # what a reader of the file gets: tuples as lists, and so on
+    body = note + "\n\n" + render(stored["data"]) + earlier_section(stored)
     replace_block(doc, f"<!-- {block}:begin -->", f"<!-- {block}:end -->", body)
     return body
+
+
+def earlier_section(record: dict) -> str:
+    """What a block shows under its table of the one it replaced: that run's note, and its table as written."""
+    old = record.get("earlier")
+    if not old:
+        return ""
+    return f"\n\n{EARLIER_HEAD} — the table it replaced, as written then ({old['note']}):\n\n{old['table']}"
+
+
+def _current(doc: Path, block: str) -> dict | None:
+    """The note (unwrapped) and table `block` holds in `doc` now, without the section it kept of an earlier run."""
+    text = doc.read_text()
+    begin, end = f"<!-- {block}:begin -->\n", f"\n<!-- {block}:end -->"
+    if begin not in text:
+        return None
+    body = text.split(begin, 1)[1].split(end, 1)[0]
+    note, _, table = body.partition("\n\n")
+    table = table.split(f"\n\n{EARLIER_HEAD} — ", 1)[0].strip()
+    return {"note": note.strip().removeprefix("_Written by ").removesuffix("_").rstrip("."), "table": table} if table else None
 
 
 def data_note(block: str) -> str:

@@ -65,7 +65,8 @@ def test_every_data_file_belongs_to_a_block():
 
 
 # -- the benchmarks' blocks (edgesync/docs_data.py) ------------------------------------------------------------
-from edgesync.docs_data import DATA_DIR as BENCH_DATA, UNTRACED as BENCH_UNTRACED, data_path, renderer  # noqa: E402
+from edgesync.docs_data import (DATA_DIR as BENCH_DATA, UNTRACED as BENCH_UNTRACED, data_path,  # noqa: E402
+                                earlier_section, renderer)
 
 ROOT = RESULTS.parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -97,7 +98,7 @@ def test_each_benchmark_block_is_rendered_from_docs_data_or_says_it_has_none(nam
         f"'{BENCH_UNTRACED}'")
     record = json.loads(path.read_text())
     assert record["block"] == name and f"docs/data/{path.name}" in record["note"]
-    assert "\n".join(body) == record["note"] + "\n\n" + render(record["data"]), (
+    assert "\n".join(body) == record["note"] + "\n\n" + render(record["data"]) + earlier_section(record), (
         f"{page.name}: block {name} is not what docs/data/{path.name} renders; rerun its command with --write-docs")
 
 

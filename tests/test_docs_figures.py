@@ -19,7 +19,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Lines with hand-written measured figures, per page, when this check arrived (2026-11-27): only to go down.
 HAND_WRITTEN = {
     "docs/architecture.md": 3,
-    "docs/benchmarks.md": 46,
+    "docs/benchmarks.md": 45,
     "docs/flower.md": 9,
     "docs/lab.md": 10,
     "docs/links.md": 0,
