@@ -43,14 +43,20 @@ def test_a_megabyte_at_40_mbits_takes_its_wire_time(pair, direction):
     coord.set_link(peer, link)
     client.set_link(link)
     data = torch.arange(250_000, dtype=torch.float32)  # 1 MB
-    if direction == "down":
-        took, got = transfer(lambda m: coord.send(peer, m), client.recv, coord.recv, Message("TRAIN", {}, {"x": data}))
-    else:
-        took, got = transfer(client.send, lambda t: coord.recv(t), client.recv, Message("UPDATE", {}, {"x": data}))
-        got = got[1]
     expected = link.transfer_s(Message("TRAIN", {}, {"x": data}).wire_size())  # ≈ 0.22 s
-    assert took == pytest.approx(expected, rel=0.1)
-    assert torch.equal(got.tensors["x"], data)
+    took = []
+    for _ in range(3):
+        if direction == "down":
+            t, got = transfer(lambda m: coord.send(peer, m), client.recv, coord.recv, Message("TRAIN", {}, {"x": data}))
+        else:
+            t, got = transfer(client.send, lambda t: coord.recv(t), client.recv, Message("UPDATE", {}, {"x": data}))
+            got = got[1]
+        took.append(t)
+        assert torch.equal(got.tensors["x"], data)
+    # Never faster than the wire; a busy host only ever adds delay after the pacer's release (a clean-clone run
+    # read 0.249 s once, beside the parallel lane), so the least of three transfers is the pacer's own time.
+    assert min(took) >= expected * 0.9
+    assert min(took) == pytest.approx(expected, rel=0.1)
 
 
 def test_pacing_copies_what_it_holds(pair):
