@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
-from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, LocalSGDConfig
+from edgesync.algorithms.machinery.base import AlgorithmSpec
+from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, LocalSGDConfig
 
 
 class FedProxConfig(LocalSGDConfig):
@@ -26,14 +26,14 @@ class FedProxConfig(LocalSGDConfig):
     weighted: bool = Field(True, description="weight Δ_i by the client's training samples (FedAvg's p_i)")
 
 
-class FedProxClient(ClientAlgorithm):
+class FedProxClient(LocalSGDClient):
+    """Local SGD's client with the proximal term μ·(y − x) in every local gradient."""
+
     config: FedProxConfig
 
-    def on_instruction(self, instruction: Instruction) -> Update:
-        session = LocalRound(self, instruction, proximal_mu=self.config.mu)
-        for _ in range(int(instruction.meta.get("local_steps", self.config.local_steps))):
-            session.step()
-        return session.finish()
+    @property
+    def proximal_mu(self) -> float:
+        return self.config.mu
 
 
 SPEC = AlgorithmSpec(

@@ -110,9 +110,10 @@ class LocalRound:
 
 class LocalSGDClient(ClientAlgorithm):
     config: LocalSGDConfig
+    proximal_mu = 0.0  # FedProx's μ (fedprox.py): the local round's proximal term
 
     def on_instruction(self, instruction: Instruction) -> Update:
-        session = LocalRound(self, instruction)
+        session = LocalRound(self, instruction, proximal_mu=self.proximal_mu)
         for _ in range(int(instruction.meta.get("local_steps", self.config.local_steps))):
             session.step()
         return session.finish()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -14,7 +14,43 @@ from edgesync.data.partition import PARTITION_KINDS
 from edgesync.models import MODEL_NAMES, model_id, outside_builder
 
 
-class DatasetSpec(Strict):
+class OutsideNamed(Strict):
+    """A section naming a built-in component or outside code (edgesync/extensions.py) with the arguments of its
+    callable: a dataset's loader or a model's builder. Subclasses give `name` and `args` their defaults and say
+    which kind they are."""
+
+    KIND: ClassVar[str]
+    BUILT_IN: ClassVar[tuple[str, ...]]
+    CALLABLE: ClassVar[str]  # what the outside callable is: "loader", "builder"
+
+    @classmethod
+    def outside(cls, name: str) -> Any:
+        raise NotImplementedError
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in cls.BUILT_IN and cls.outside(name) is None:  # ExtensionError (a ValueError) says why
+            raise ValueError(f"unknown {cls.KIND}; known names: {', '.join(cls.BUILT_IN)}, an installed entry point "
+                             f"of edgesync.{cls.KIND}s, or a 'package.module:{cls.CALLABLE}' reference")
+        return name
+
+    @model_validator(mode="after")
+    def _args_only_outside(self) -> "OutsideNamed":
+        if self.args and self.name in self.BUILT_IN:
+            raise ValueError(f"{self.KIND}.args: {self.name} is built in and takes none (got {sorted(self.args)})")
+        return self
+
+    @property
+    def id(self) -> str:
+        """The component as the runtimes pass it between processes: its name, with its args as JSON (model_id)."""
+        return model_id(self.name, self.args)
+
+
+class DatasetSpec(OutsideNamed):
+    KIND, BUILT_IN, CALLABLE = "dataset", DATASET_NAMES, "loader"
+    outside = staticmethod(outside_loader)
+
     name: str = Field("fashion_mnist", description="fashion_mnist, torchvision_fashion_mnist, mnist, cifar10; or an "
                       "installed entry point of edgesync.datasets, or a 'package.module:loader' reference")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside dataset's "
@@ -34,50 +70,15 @@ class DatasetSpec(Strict):
             raise ValueError("no such directory on this machine")
         return root
 
-    @field_validator("name")
-    @classmethod
-    def _known_dataset(cls, name: str) -> str:
-        if name not in DATASET_NAMES and outside_loader(name) is None:  # ExtensionError (a ValueError) says why
-            raise ValueError(f"unknown dataset; known names: {', '.join(DATASET_NAMES)}, an installed entry point "
-                             "of edgesync.datasets, or a 'package.module:loader' reference")
-        return name
 
-    @model_validator(mode="after")
-    def _dataset_args_only_outside(self) -> "DatasetSpec":
-        if self.args and self.name in DATASET_NAMES:
-            raise ValueError(f"dataset.args: {self.name} is built in and takes none (got {sorted(self.args)})")
-        return self
+class ModelSpec(OutsideNamed):
+    KIND, BUILT_IN, CALLABLE = "model", MODEL_NAMES, "builder"
+    outside = staticmethod(outside_builder)
 
-    @property
-    def id(self) -> str:
-        """The dataset as the runtimes load it: its name, with its args as JSON (models.model_id's form)."""
-        return model_id(self.name, self.args)
-
-
-class ModelSpec(Strict):
     name: str = Field("cnn", description="cnn, vgg_small, resnet18; or an installed entry point of edgesync.models, "
                       "or a 'package.module:builder' reference (a torchvision.models builder too)")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside model's "
                                  "builder (JSON values); built-in models take none")
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        if name not in MODEL_NAMES and outside_builder(name) is None:  # ExtensionError (a ValueError) says why
-            raise ValueError(f"unknown model; known names: {', '.join(MODEL_NAMES)}, an installed entry point of "
-                             "edgesync.models, or a 'package.module:builder' reference")
-        return name
-
-    @model_validator(mode="after")
-    def _args_only_outside(self) -> "ModelSpec":
-        if self.args and self.name in MODEL_NAMES:
-            raise ValueError(f"model.args: {self.name} is built in and takes none (got {sorted(self.args)})")
-        return self
-
-    @property
-    def id(self) -> str:
-        """The model as the runtimes pass it between processes (models.model_id)."""
-        return model_id(self.name, self.args)
 
 
 class PartitionSpec(Strict):
