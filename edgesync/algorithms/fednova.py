@@ -35,6 +35,8 @@ class FedNovaConfig(ParticipationConfig):
     name: Literal["fednova"] = "fednova"
     local_steps: int = Field(10, ge=1, description="τ, local SGD steps per round (an instruction may set "
                                                   "fewer or more per client)")
+    local_epochs: float | None = Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round "
+                                       "instead of local_steps (n_i its samples, B the batch)")
     global_lr: float = Field(1.0, gt=0, description="η_g, the server learning rate: x ← x − η_g·τ_eff·Σ p_i·d_i")
     weighted: bool = Field(True, description="p_i = the client's share of the round's training samples; "
                                              "false: 1/|S|")

@@ -8,6 +8,8 @@ carry `local_steps` to override H for that client and round (used by ESync-style
 """
 from __future__ import annotations
 
+import math
+
 from typing import Literal
 
 import torch
@@ -31,6 +33,20 @@ class DeltaConfig(RoundConfig):
 class LocalSGDConfig(DeltaConfig):
     name: Literal["local_sgd"] = "local_sgd"
     local_steps: int = Field(10, ge=1, description="H, local SGD steps per round")
+    local_epochs: float | None = Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round "
+                                       "instead of local_steps (n_i its samples, B the batch): unequal work "
+                                       "where the shards differ, as in FedAvg's and FedNova's papers")
+
+
+def round_steps(config, instruction: Instruction, trainer) -> int:
+    """τ_i, the local steps of this round: the instruction's `local_steps` when it sets them (a step budget),
+    else ⌈E·n_i/B⌉ when the config counts epochs (`local_epochs`), else the config's `local_steps`."""
+    if "local_steps" in instruction.meta:
+        return int(instruction.meta["local_steps"])
+    epochs = getattr(config, "local_epochs", None)
+    if epochs:
+        return max(1, math.ceil(epochs * trainer.num_samples / trainer.batch_samples))
+    return int(config.local_steps)
 
 
 class DeltaServer(RoundServer):
@@ -114,7 +130,7 @@ class LocalSGDClient(ClientAlgorithm):
 
     def on_instruction(self, instruction: Instruction) -> Update:
         session = LocalRound(self, instruction, proximal_mu=self.proximal_mu)
-        for _ in range(int(instruction.meta.get("local_steps", self.config.local_steps))):
+        for _ in range(round_steps(self.config, instruction, self.trainer)):
             session.step()
         return session.finish()
 

@@ -129,3 +129,24 @@ def test_the_config_keys_are_validated():
     for bad in ({"global_lr": 0}, {"local_steps": 0}, {"momentum": 0.9}, {"aggregation": "allreduce"}):
         with pytest.raises(ValidationError):
             FedNovaConfig(**bad)
+
+
+def test_local_epochs_give_unequal_work_by_shard_size_and_fednova_normalises_it():
+    # E = 1, batch 4: a client of 12 samples runs ⌈12/4⌉ = 3 steps, one of 4 samples ⌈4/4⌉ = 1 (FedNova's
+    # paper's setting: E epochs on shards of unequal size). On ½‖θ‖² with η = 0.5 one step halves y:
+    # Δ_A = (1/8 − 1)x = −0.875x (τ 3), Δ_B = −0.5x (τ 1); p = 12/16, 4/16.
+    # FedNova: d_A = 0.875x/3, d_B = 0.5x; Σ p·d = 0.21875x + 0.125x = 0.34375x; τ_eff = 2.25 + 0.25 = 2.5:
+    # x ← x − 2.5·0.34375x = 0.140625x.  FedAvg: x + (0.75·(−0.875) + 0.25·(−0.5))x = 0.21875x.
+    for config, server_class, client_class, factor in (
+            (FedNovaConfig(lr=0.5, local_epochs=1), FedNovaServer, FedNovaClient, 0.140625),
+            (LocalSGDConfig(lr=0.5, local_epochs=1, weighted=True), DeltaServer, LocalSGDClient, 0.21875)):
+        s = server_class(config, ModelState(torch.tensor([1.0, 2.0]), torch.zeros(0)), [0, 1])
+        clients = {0: client_class(config, QuadraticTrainer(num_samples=12, batch_samples=4)),
+                   1: client_class(config, QuadraticTrainer(num_samples=4, batch_samples=4))}
+        out, steps = [], {}
+        for send in s.start():
+            update = clients[send.client].on_instruction(send.instruction)
+            steps[send.client] = update.meta["steps"]
+            out = s.on_update(send.client, update) or out
+        assert steps == {0: 3, 1: 1}
+        assert torch.allclose(s.params, factor * torch.tensor([1.0, 2.0]), rtol=1e-6), config.name

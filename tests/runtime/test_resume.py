@@ -237,3 +237,13 @@ def test_default_run_folder_names_are_unique_and_a_named_folder_that_holds_a_run
     assert run_dir.is_dir() and not any(run_dir.iterdir())
     (run_dir / "metrics.jsonl").write_text("{}\n")
     assert runs.claim_run_folder(run_dir, overwrite=True).name == "named.old-20260102-030405-2"
+
+
+def test_a_server_state_keeps_its_own_types_through_a_checkpoint(tmp_path):
+    """What a server half saves is what it gets back: a dataclass inside its state (ESync's per-client records)
+    stays one; it came back as a dict once, and a resumed ESync failed on its first query."""
+    from edgesync.algorithms.esync import Record
+
+    records = {0: Record(k=2, c=0.5, round=3)}
+    checkpoint.save(tmp_path, checkpoint.Checkpoint("digest", current={"server": {"records": records}}))
+    assert checkpoint.load(tmp_path).current["server"]["records"] == records

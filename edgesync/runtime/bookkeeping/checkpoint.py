@@ -20,7 +20,7 @@ import hashlib
 import io
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,9 @@ def restore_rng(state: dict[str, Any]) -> None:
 def save(run_dir: Path, checkpoint: Checkpoint) -> Path:
     path = Path(run_dir) / CHECKPOINT_FILE
     buf = io.BytesIO()
-    torch.save(asdict(checkpoint), buf)
+    # its fields as they are: asdict() would also turn dataclasses inside a server's state (ESync's client
+    # records) into dicts, and the resumed server half would not get back what it saved
+    torch.save({f.name: getattr(checkpoint, f.name) for f in fields(checkpoint)}, buf)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         f.write(buf.getbuffer())
