@@ -77,11 +77,12 @@ def load_entry_point(ep: metadata.EntryPoint, kind: str) -> Any:
                              f"it: {type(exc).__name__}: {exc}") from None
 
 
-def check_api(declared: str | None, what: str) -> None:
-    """Refuse an extension written for another major version of the contract than this edgesync's."""
+def check_api(declared: str | None, what: str, on: str = "its spec") -> None:
+    """Refuse an extension written for another major version of the contract than this edgesync's; `on` says
+    where the extension declares it."""
     if declared is None:
         raise ExtensionError(f"{what}: declares no edgesync API version (set api_version=\"{API_VERSION}\" "
-                             "on its spec: the version of edgesync.api it was written for)")
+                             f"on {on}: the version of edgesync.api it was written for)")
     if str(declared).split(".")[0] != API_VERSION.split(".")[0]:
         raise ExtensionError(f"{what}: written for edgesync API {declared}, this edgesync provides API "
                              f"{API_VERSION}; install a version of the extension built for {_major(API_VERSION)}.x")

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator, model_validator
+from pydantic import (ConfigDict, Field, SerializeAsAny, ValidationInfo, ValidatorFunctionWrapHandler, field_validator,
+                      model_validator)
 
 from edgesync.config.data import PartitionSpec
 from edgesync.config.errors import Problem
@@ -11,12 +12,13 @@ from edgesync.config.limits import too_many_clients
 from edgesync.config.links import LinkSpec
 from edgesync.config.strict import Strict
 from edgesync.emulation.availability import Availability, parse_availability
-from edgesync.emulation.profiles import ConstantProfile, Profile, parse_profile
+from edgesync.emulation.profiles import ConstantProfile, DeviceProfile, Profile, parse_profile
 
 
 class ClientSpec(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True)  # frozen: clients alike share one (below)
-    profile: Profile = ConstantProfile(factor=1)
+    # a built-in kind, or an outside one (a DeviceProfile subclass: dumped with its own keys)
+    profile: Profile | SerializeAsAny[DeviceProfile] = ConstantProfile(factor=1)
     partition: PartitionSpec | None = Field(None, description="this client's own split; default: the scenario's")
     device: str = Field("cpu", description="torch device: cpu, cuda:N or auto")
     link: LinkSpec | None = Field(None, description="this client's link, over the scenario's `links`")
@@ -40,7 +42,7 @@ class ClientSpec(Strict):
 
     @field_validator("profile", mode="before")
     @classmethod
-    def _profile(cls, value: Any, info: ValidationInfo) -> Profile:
+    def _profile(cls, value: Any, info: ValidationInfo) -> DeviceProfile:
         return parse_profile(value, info.context)
 
     @field_validator("availability", mode="before")

@@ -14,21 +14,25 @@ Flower nodes). Only single gamma steps can draw below 1; the live runtime runs t
 
 A kind of profile is one subclass of `DeviceProfile`: the runtimes (the simulator's step hook and
 look-ahead, the live throttle, Flower nodes) call its methods, through `FactorSampler`, and never ask
-which kind it is.
+which kind it is. A kind may come from outside the package (edgesync/extensions.py): a mapping whose `kind`
+is a `package.module:Class` reference or an entry point of the group `edgesync.profiles` (`outside_kind`).
 """
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from edgesync.emulation.traces import Steps, given_rows
+from edgesync.extensions import (ExtensionError, ExtensionInfo, check_api, describe, entry_points, import_reference,
+                                 is_reference, load_entry_point)
 
 
 class DeviceProfile(BaseModel):
@@ -37,6 +41,8 @@ class DeviceProfile(BaseModel):
     client's draws need (its generator, what `machine` drew) is its FactorSampler's, handed in."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # An outside kind's: the edgesync.api version it was written for (another major version is refused).
+    api_version: ClassVar[str | None] = None
 
     @property
     def label(self) -> str:
@@ -216,8 +222,8 @@ class ProfileError(ValueError):
         self.problem = problem
 
 
-def parse_profile(value: str | dict | Profile, context: dict | None = None) -> Profile:
-    """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma, ...}.
+def parse_profile(value: str | dict | DeviceProfile, context: dict | None = None) -> DeviceProfile:
+    """'x10', '×2.5', 'gamma-hetero', or a mapping {kind: constant|gamma|trace|an outside kind, ...}.
 
     A bad profile is a ValueError whose one-line message names the value and the problem."""
     if isinstance(value, DeviceProfile):
@@ -238,28 +244,98 @@ def parse_profile(value: str | dict | Profile, context: dict | None = None) -> P
         raise ProfileError(f"unknown profile {value!r}: {expected}", f"unknown profile: {expected}")
     if isinstance(value, dict):
         kind = value.get("kind", "constant")
-        model = KINDS.get(kind)
+        model = (KINDS.get(kind) or outside_kind(kind)) if isinstance(kind, str) else None
         if model is None:
-            names = [repr(k) for k in KINDS]
-            raise ValueError(f"unknown profile kind {kind!r}: expected {', '.join(names[:-1])} or {names[-1]}")
+            names = [repr(k) for k in [*KINDS, *sorted(entry_points("profile"))]]
+            raise ValueError(f"unknown profile kind {kind!r}: expected {', '.join(names[:-1])} or {names[-1]}, "
+                             "or a 'package.module:Class' reference to a DeviceProfile subclass")
         try:
             return model.model_validate(value, context=context)
         except ValidationError as exc:  # one line, not pydantic's block
-            problem = _problems(exc)
+            problem = _problems(exc, model)
             raise ProfileError(f"profile {value!r}: {problem}", problem) from None
     raise ValueError(f"a profile is a name like 'x10' or a mapping, not {type(value).__name__}")
 
 
-def _problems(exc: ValidationError) -> str:
+def _problems(exc: ValidationError, model: type[DeviceProfile]) -> str:
     out = []
     for e in exc.errors():
         where = ".".join(str(part) for part in e["loc"])
         if e["type"] == "greater_than_equal" and e.get("ctx", {}).get("ge") == 1.0:
             out.append(f"{where} {e.get('input')!r} {BELOW_ONE}")
+        elif e["type"] == "extra_forbidden":
+            out.append(f"{where}: {_unknown_key(where, model)}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
             out.append(f"{where}: {msg}" if where else msg)
     return "; ".join(out)
+
+
+def _unknown_key(key: str, model: type[DeviceProfile]) -> str:
+    """'unknown key (did you mean 'v_task'?); kind gamma takes machines, mean, v_task, v_mach'."""
+    allowed = [name for name in model.model_fields if name != "kind"]
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    kind = model.model_fields["kind"].default
+    return f"unknown key{hint}; kind {kind} takes {', '.join(allowed) or 'no other key'}"
+
+
+# Outside kinds: a DeviceProfile subclass named by a reference or an entry point, checked once per process and
+# known from then on under the name the scenario used (`outside_kind`).
+_OUTSIDE: dict[str, tuple[type[DeviceProfile], ExtensionInfo]] = {}
+_KIND_OF = "KindOf_"  # + the name in hex: the class an outside kind is known by in this module
+
+
+def outside_kind(name: str) -> type[DeviceProfile] | None:
+    """The profile class an outside kind `name` stands for (a reference, or an installed entry point of
+    edgesync.profiles), loaded once; None when it is neither. ExtensionError when it cannot be used."""
+    if name in _OUTSIDE:
+        return _OUTSIDE[name][0]
+    if is_reference(name):
+        found, module = import_reference(name, "profile kind"), name.split(":")[0]
+    elif name in (eps := entry_points("profile")):
+        found, module = load_entry_point(eps[name], "profile kind"), eps[name].module
+    else:
+        return None
+    _OUTSIDE[name] = (_renamed(_checked_kind(name, found), name), describe(name, module))
+    return _OUTSIDE[name][0]
+
+
+def outside_info(name: str) -> ExtensionInfo | None:
+    """What identifies the code behind an outside kind already resolved in this process; None for a built-in."""
+    return _OUTSIDE[name][1] if name in _OUTSIDE else None
+
+
+def _checked_kind(name: str, found: object) -> type[DeviceProfile]:
+    what = f"profile kind {name!r}"
+    if not (isinstance(found, type) and issubclass(found, DeviceProfile)):
+        shown = f"the class {found.__name__}" if isinstance(found, type) else f"an instance of {type(found).__name__}"
+        raise ExtensionError(f"{what}: names {shown}, not a DeviceProfile subclass (edgesync.api)")
+    check_api(found.api_version, what, on="its class, as a ClassVar[str]")
+    return found
+
+
+def _renamed(cls: type[DeviceProfile], name: str) -> type[DeviceProfile]:
+    """`cls` whose `kind` is `name`: dumped for a live client or a Flower node, the profile says the name that
+    process resolves the same way. Tables name it by the class's own kind (or class name) unless the class says
+    its own label. The subclass lives in this module under a name that spells `name`, so that a profile pickled
+    to another process (a simulator worker, a Ray task) finds it there (`__getattr__` below resolves it)."""
+    own = cls.model_fields["kind"].default if "kind" in cls.model_fields else cls.__name__
+    class_name = _KIND_OF + name.encode().hex()
+    namespace: dict[str, Any] = {"__annotations__": {"kind": Literal[name]}, "kind": name, "__module__": __name__,
+                                 "__qualname__": class_name, "__doc__": cls.__doc__}
+    if cls.label is DeviceProfile.label:
+        namespace["label"] = property(lambda self: str(own))
+    return type(class_name, (cls,), namespace)
+
+
+def __getattr__(attr: str):
+    """An outside kind's class by its name here (pickle's lookup in a process that has not resolved it yet)."""
+    if attr.startswith(_KIND_OF):
+        kind = outside_kind(bytes.fromhex(attr[len(_KIND_OF):]).decode())
+        if kind is not None:
+            return kind
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 @dataclass

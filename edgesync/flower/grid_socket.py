@@ -15,6 +15,7 @@ coordinator sends is pushed as Flower messages (`Grid.push_messages`), and repli
     EVALUATE            evaluate                      →  EVALUATED
     END                 —  STATS at once: the node's running totals as of its last reply
     SHUTDOWN, ERROR     —  (logged)
+    ERROR {describe}    query.hello {describe}        →  HELLO {extensions}   (the run's outside code, described)
 
 A node's calibration is answered here where the node has answered it already since its last SETUP (a
 ClientApp process per message costs a Python and torch start-up): CALIBRATE without a base step gets the
@@ -126,6 +127,9 @@ class GridSocket:
             return 0
         if kind == T.HEARTBEAT:  # a SuperNode's liveness is Flower's business; a ClientApp hears the clock anyway
             return 0
+        if kind == T.ERROR and message.meta.get("describe") and peer not in self.stock:
+            # the coordinator asks which outside code the node runs (membership.py): the node's HELLO again, with it
+            return self.send(peer, Message(T.HELLO, {**protocol.hello().meta, "describe": message.meta["describe"]}))
         if kind in (T.SHUTDOWN, T.ERROR):
             if kind == T.ERROR:
                 log.warning("to node %s: %s", peer.decode(), message.meta.get("reason"))

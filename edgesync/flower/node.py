@@ -14,7 +14,9 @@ function, restores that state, runs, and saves it back. Messages and replies (Fl
 type; `grid_socket.py` is the other end):
 
     query.hello      → HELLO       partition-id, profile and device from --node-config, host info; the
-                                  ServerApp's contract checked (an ERROR naming both versions if another)
+                                  ServerApp's contract checked (an ERROR naming both versions if another);
+                                  a query.hello that names the run's outside code (`describe`, {name: kind}:
+                                  the coordinator asked, grid_socket.py) gets it described (`extensions`)
     query.setup      → READY       SETUP: build the trainer once (fails here, not mid-run); with the
                                   CALIBRATED it would answer now if it measured this model and batch
                                   size before ("calibrated": the Grid socket answers CALIBRATE with it)
@@ -52,6 +54,7 @@ from flwr.app import Context
 from flwr.app import Message as FlowerMessage
 
 from edgesync.algorithms.machinery.base import Instruction
+from edgesync.config.outside_code import describe_here, describe_request
 from edgesync.emulation.profiles import parse_profile
 from edgesync.emulation.throttle import Throttle, needs_throttle
 from edgesync.flower import records
@@ -124,7 +127,9 @@ class FlowerNode:
         info = host_info(self.device or "cpu")
         info["flower_node_id"] = self.context.node_id
         rank = None if self.partition is None else int(self.partition)
-        return protocol.hello(rank, self.profile, info), None
+        asked = describe_request(request.meta)
+        extensions = describe_here(asked) if asked is not None else None  # as an `edgesync client` does
+        return protocol.hello(rank, self.profile, info, extensions=extensions), None
 
     def setup(self, request: Message, started: float):
         records.put(self.state, SETUP, request.meta, {"indices": request.tensors["indices"]})

@@ -51,13 +51,27 @@ def _mapping(v: Any) -> bool:
     return isinstance(v, dict)
 
 
+_EXTENSION_KEYS = frozenset({"name", "module", "distribution", "version", "code_hash", "error"})
+
+
+def _extensions(v: Any) -> bool:
+    """HELLO's description of a client's outside code (config/outside_code.py): {name: {an ExtensionInfo's fields,
+    or "error"}}, every value a short string or null; bounded, so a client cannot make the coordinator compare much."""
+    return isinstance(v, dict) and len(v) <= 64 and all(
+        isinstance(name, str) and len(name) <= 300 and isinstance(info, dict) and set(info) <= _EXTENSION_KEYS
+        and all(x is None or (isinstance(x, str) and len(x) <= 1000) for x in info.values())
+        for name, info in v.items())
+
+
 # field → (check, what is expected, whether null is allowed)
 Rule = tuple[Callable[[Any], bool], str, bool]
 COUNT: Rule = (_count, "an integer in [0, 2**53)", False)
 
 FIELDS: dict[str, dict[str, Rule]] = {
     "HELLO": {"rank": (_count, "an integer ≥ 0", True), "profile": (_profile, "a profile name or mapping", True),
-              "info": (_mapping, "an object", True), "instance": (_text, "a string", True)},
+              "info": (_mapping, "an object", True), "instance": (_text, "a string", True),
+              "extensions": (_extensions, "an object of at most 64 names, each {name, module, distribution, version, "
+                                          "code_hash} or {error} of strings", True)},
     "READY": {"label": (_text, "a string", True)},
     "CALIBRATED": {"reference_s": (_positive, "a finite number of seconds > 0", True),
                    "device": (_text, "a string", True), "isolation": (_text, "a string", True)},

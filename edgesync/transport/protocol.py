@@ -16,7 +16,8 @@ Frame layout (a client's DEALER sends these; the coordinator's ROUTER sees its i
 Message types (`MessageType`), and who sends them; each pair has its constructors below:
 
     client → coordinator      coordinator → client
-    HELLO   host info, wishes  WELCOME   rank, run name, uplink, timeout
+    HELLO   host info, wishes, WELCOME   rank, run name, uplink, timeout
+            outside code run
     READY   set up for algo    SETUP     one algorithm's client config (+ partition indices)
     CALIBRATED reference step  CALIBRATE measure the undisturbed step time now; or, with a base
                and isolation             step, pace steps at factor × base (and pin or cap the CPU)
@@ -27,7 +28,8 @@ Message types (`MessageType`), and who sends them; each pair has its constructor
     EVALUATED local accuracy   EVALUATE  evaluate this model on your own data (Flower's federated eval)
     STATS   per-client totals  END       the algorithm is over: send your statistics
                                SHUTDOWN  the run is over: exit
-    ERROR   what went wrong    ERROR     what was wrong with your message
+    ERROR   what went wrong    ERROR     what was wrong with your message (or: describe the outside
+                                         code you run, then say HELLO again)
     HEARTBEAT  I am alive      HEARTBEAT I am alive (each side sends one after a second of silence)
 
     lead coordinator → follower shard    follower shard → lead (a sharded coordinator: runtime/sharding/server.py)
@@ -245,14 +247,17 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
 
 # -- constructors, in request/answer pairs ------------------------------------------------------------
 def hello(rank: int | None = None, profile: str | None = None, info: dict | None = None,
-          instance: str | None = None, offline: bool = False) -> Message:
+          instance: str | None = None, offline: bool = False, extensions: dict | None = None) -> Message:
     """A client asks to join (`rank`: the one it wants back; `instance`: this process's token; `offline`:
-    a device offline by its availability asking whether it may return, refused quietly while it may not)."""
+    a device offline by its availability asking whether it may return, refused quietly while it may not;
+    `extensions`: the outside code it runs, {name: description}, once a coordinator asked: config/outside_code.py)."""
     meta: dict[str, Any] = {"rank": rank, "profile": profile, "info": info or {}, **COORDINATOR.offer()}
     if instance is not None:
         meta["instance"] = instance
     if offline:
         meta["offline"] = True
+    if extensions:
+        meta["extensions"] = extensions
     return Message(T.HELLO, meta)
 
 
@@ -332,11 +337,14 @@ def shutdown(reason: str = "the run is over", aborted: bool = False) -> Message:
     return Message(T.SHUTDOWN, {"reason": reason, "aborted": aborted})
 
 
-def error(reason: str, fatal: bool = False, hello: bool = False) -> Message:
-    """What was wrong. `fatal`: the client must stop; `hello`: reconnect and say HELLO (a restarted coordinator)."""
+def error(reason: str, fatal: bool = False, hello: bool = False, describe: dict[str, str] | None = None) -> Message:
+    """What was wrong. `fatal`: the client must stop; `hello`: reconnect and say HELLO (a restarted coordinator);
+    `describe`: {name: kind} of the outside code the run uses: say HELLO again at once, describing it."""
     meta: dict[str, Any] = {"reason": reason, "fatal": fatal}
     if hello:
         meta["hello"] = True
+    if describe:
+        meta["describe"] = describe
     return Message(T.ERROR, meta)
 
 

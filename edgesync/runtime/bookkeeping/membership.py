@@ -5,6 +5,13 @@ of the same process takes its rank over), refuses what it cannot use with an ERR
 rate-limited per peer: log_limit.py), sends heartbeats to quiet clients and declares silent or exited
 ones lost. What a loss or a return means for the algorithm in progress is the coordinator's business:
 it is told through `on_lost`.
+
+A scenario with outside code (config/outside_code.py) is run only by clients that run the same: a HELLO that
+does not describe it is answered with an ERROR naming it (`describe`, not fatal: the client says HELLO again
+at once, describing it); a client whose code differs (package, version, code hash), or that does not describe
+it when asked (an EdgeSync from before), is refused with one line naming it, its host and both versions, and
+its rank counts as lost from the start, as a client that died: the run goes on without it until a client
+with the same code says HELLO for that rank.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from edgesync.runtime.bookkeeping.liveness import Liveness
 from edgesync.runtime.bookkeeping.log_limit import RateLimitedLog
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.config import Scenario
+from edgesync.config.outside_code import differences, outside_names, refusal_line, resolve_outside
 from edgesync.transport import protocol
 from edgesync.transport.contracts.coordinator import COORDINATOR
 from edgesync.transport.fields import check_client_fields
@@ -33,6 +41,9 @@ TEND_EVERY_S = 0.2  # how often liveness is looked after
 NOT_LISTENING_AFTER_S = 2 * HEARTBEAT_INTERVAL_S
 # Work a client answers only when done, saying nothing meanwhile (liveness.BUSY_ALLOWANCE_S), and the answers.
 ANSWERED_WHEN_DONE = {T.SETUP: T.READY, T.CALIBRATE: T.CALIBRATED, T.EVALUATE: T.EVALUATED}
+# Clients asked once to describe their outside code, remembered so that one which does not (an EdgeSync from
+# before) is refused at its next HELLO rather than asked forever; bounded, as sockets may be ever new.
+ASKED_TO_DESCRIBE_MAX = 1024
 
 
 class RunAborted(RuntimeError):
@@ -77,6 +88,9 @@ class Membership:
         self._next_tend = 0.0
         self._last_tend_call = time.monotonic()
         self._short_since: float | None = None  # when the live clients fell below the quorum
+        self.outside_kinds = outside_names(self.scenario)  # {name: kind}: the outside code every client must run
+        self.outside = {name: resolve_outside(kind, name) for name, kind in self.outside_kinds.items()}  # as here
+        self._asked_to_describe: dict[Any, None] = {}  # instance token (or socket) → None, oldest first
         if self.scenario.coordinator_link is not None and hasattr(self.sock, "set_own_link"):
             self.sock.set_own_link(*self.scenario.coordinator_links(), seed=self.scenario.seed)  # every client's
 
@@ -110,7 +124,63 @@ class Membership:
         if item[1].type == T.HELLO and (refused := COORDINATOR.refusal(item[1].meta, here="server")) is not None:
             self.reject(item[0], refused, fatal=True)  # another EdgeSync: the client stops, saying this line
             return None
+        if item[1].type == T.HELLO and not self.runs_our_code(*item):
+            return None
         return item
+
+    # -- outside code ------------------------------------------------------------------------------
+    def runs_our_code(self, identity: bytes, hello: Message) -> bool:
+        """Whether this HELLO's client runs the scenario's outside code as this coordinator does; if not, it has
+        been answered: asked to describe it (the first time), or refused."""
+        if not self.outside or identity in getattr(self.sock, "stock", ()):  # a stock Flower ClientApp runs
+            return True                                                      # its own code, none of EdgeSync's
+        theirs = hello.meta.get("extensions") or {}
+        missing = {name: kind for name, kind in self.outside_kinds.items() if name not in theirs}
+        key = hello.meta.get("instance") or identity
+        if missing and key not in self._asked_to_describe:
+            self._ask_to_describe(key, identity, missing)
+            return False
+        self._asked_to_describe.pop(key, None)
+        rank, info = self._rank_asked(hello), hello.meta.get("info") or {}
+        host = str(info["host"])[:100] if info.get("host") else None
+        if missing:
+            line = refusal_line(rank, host, [f"its EdgeSync does not describe the outside code this run uses "
+                                             f"({', '.join(missing)}): it is older than the coordinator's"],
+                                fix="the coordinator's EdgeSync version")
+        elif found := differences(self.outside, theirs):
+            line = refusal_line(rank, host, found)
+        else:
+            return True
+        self._refuse_outside_code(identity, hello, rank, line)
+        return False
+
+    def _ask_to_describe(self, key: Any, identity: bytes, missing: dict[str, str]) -> None:
+        self._asked_to_describe[key] = None
+        if len(self._asked_to_describe) > ASKED_TO_DESCRIBE_MAX:
+            del self._asked_to_describe[next(iter(self._asked_to_describe))]
+        self.reject(identity, f"this run uses outside code ({', '.join(missing)}): say HELLO again describing it",
+                    describe=missing, expected=True)
+
+    def _rank_asked(self, hello: Message) -> int | None:
+        """The rank a HELLO asks for (checked by fields.py), or the one it would get; None for neither."""
+        asked = hello.meta.get("rank")
+        if asked is None:
+            return next((r for r in range(self.size) if r not in self.peers), None)
+        return asked if asked < self.size else None
+
+    def _refuse_outside_code(self, identity: bytes, hello: Message, rank: int | None, line: str) -> None:
+        """Refuse a client whose outside code differs, fatally, with `line`. A rank no live client holds counts as
+        lost from the start, `line` its reason (clients.jsonl): nobody waits for it, algorithms run without it."""
+        log.warning("%s", line)
+        self.sock.send(identity, protocol.error(line, fatal=True))
+        if rank is None or (rank in self.peers and rank not in self.liveness.lost):
+            return  # a live client holds the rank: only this HELLO is refused
+        if rank not in self.peers:
+            info = hello.meta.get("info") or {}
+            self.peers[rank] = Peer(rank, identity, info, self.scenario.clients[rank].profile,
+                                    hello.meta.get("instance"))  # not in `ranks`: its socket is not heard
+        if not self.liveness.lose(rank, line):
+            self.liveness.lost[rank] = line  # lost before: its row says why the new process was not taken
 
     # -- joining -----------------------------------------------------------------------------------
     def join_all(self, progress: Progress) -> None:
@@ -130,6 +200,8 @@ class Membership:
                 self.reject(identity, str(msg))
             elif msg.type == T.HELLO:
                 self.admit(identity, msg)
+                if self.ranks.get(identity) in self.liveness.lost:  # the rank of a client refused for its code
+                    self.liveness.back(self.ranks[identity])
             elif identity not in self.ranks:
                 self.say_hello_first(identity, msg, "")
             elif msg.type == T.ERROR and msg.meta.get("fatal"):  # e.g. it cannot use its device: say so now
@@ -184,14 +256,15 @@ class Membership:
                  info.get("device"), profile.label, up.describe(), down.describe())
 
     def reject(self, identity: bytes, reason: str, fatal: bool = False, hello: bool = False,
-               expected: bool = False) -> None:
+               expected: bool = False, describe: dict[str, str] | None = None) -> None:
         """Answer a message that is not used with ERROR; the warning is rate-limited per peer. An `expected`
-        refusal (a device back before its online time) is logged at DEBUG: each try comes on a new socket."""
+        refusal (a device back before its online time, a request to describe outside code) is logged at DEBUG:
+        each try comes on a new socket."""
         if expected:
             log.debug("message from %r rejected: %s", identity, reason)
         else:
             self.warnings.warning(identity, f"message from {identity!r} rejected: {reason}")
-        self.sock.send(identity, protocol.error(reason, fatal=fatal, hello=hello))
+        self.sock.send(identity, protocol.error(reason, fatal=fatal, hello=hello, describe=describe))
 
     def say_hello_first(self, identity: bytes, msg: Message, when: str) -> None:
         """Refuse a message from a socket that never said HELLO to this coordinator. Usually it is a
@@ -203,6 +276,8 @@ class Membership:
     def gone(self, rank: int) -> str | None:
         """Why `rank`'s peer is provably gone — a send found its connection closed, or it missed two
         heartbeats — else None. A client restarted with its rank takes the rank over at once then."""
+        if rank in self.liveness.lost:  # e.g. refused for its outside code
+            return f"lost: {self.liveness.lost[rank]}"
         identity = self.peers[rank].identity
         if identity in self.sock.unreachable:
             return "its connection is closed"
@@ -265,7 +340,7 @@ class Membership:
 
     def shutdown(self, reason: str = "the run is over", aborted: bool = False) -> None:
         for peer in self.peers.values():
-            if peer.identity not in self.sock.unreachable:
+            if peer.identity in self.ranks and peer.identity not in self.sock.unreachable:  # not one refused at HELLO
                 self.sock.send(peer.identity, protocol.shutdown(reason, aborted))
 
     def dismiss_offline(self, ranks: set[int], reason: str = "the run is over") -> None:

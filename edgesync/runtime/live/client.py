@@ -11,6 +11,9 @@ Gone offline (between steps, or in a throttled step's sleep), it loses the instr
 socket with whatever it held unsent; it asks on a new socket now and then until the coordinator takes it back
 (offline_device.py), and is set up afresh. A trace's factor is taken at each step's start on that clock.
 
+Outside code (config/outside_code.py): asked to describe it (an ERROR's `describe`), the client says HELLO again at
+once with it, and in every later HELLO; a coordinator that runs other code refuses it with one line (ClientFailed).
+
 Liveness: a second after it last sent anything (idle, listening, or in a long throttled step) the client sends
 HEARTBEAT. If the coordinator says nothing for the timeout WELCOME gave (faults.client_timeout_s) it is presumed
 gone: the client reconnects on a new socket with exponential backoff and asks for its old rank (a resumed
@@ -27,8 +30,9 @@ import uuid
 import torch
 
 from edgesync.algorithms.machinery.base import Instruction
+from edgesync.config.outside_code import describe_here, describe_request
 from edgesync.constants import (CLIENT_IDLE_TIMEOUT_S, CONNECT_TIMEOUT_S, HEARTBEAT_INTERVAL_S, RECONNECT_FIRST_S,
-                                RECONNECT_GIVE_UP_S, RECONNECT_MAX_S)
+                                RECONNECT_MAX_S)
 from edgesync.emulation import isolation
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import parse_profile
@@ -38,7 +42,7 @@ from edgesync.runtime.live.client_session import Beating, Session, build_session
 from edgesync.runtime.live.client_shards import ClientShards
 from edgesync.runtime.live.device_schedule import DeviceSchedule
 from edgesync.runtime.live.context import ClientFailed, InstructionAborted, LiveContext
-from edgesync.runtime.live.offline_device import sit_out
+from edgesync.runtime.live.offline_device import reconnect, sit_out
 from edgesync.runtime.allreduce.client import RingFailed, ring_half
 from edgesync.runtime.live.run_clock import RunClock
 from edgesync.runtime.bookkeeping.step_time import measure_step_s, warm_up
@@ -91,6 +95,7 @@ class EdgeClient:
         # Names this process in every HELLO: a HELLO it gave up waiting on may still be answered, and
         # the coordinator then knows the next one, on a new socket, is the same client and not a rival.
         self.instance = uuid.uuid4().hex
+        self.extensions: dict[str, dict] = {}  # the outside code described to a coordinator, by name (HELLO)
         self._make_trainer = make_trainer  # a slot's shares its process's model (runtime/live/slots.py)
 
     def run(self) -> None:
@@ -109,7 +114,15 @@ class EdgeClient:
             info = {**host_info("cpu"), "device": self.device_override}
         else:
             info = host_info(str(resolve_device(self.device_override)) if self.device_override else "cpu")
-        return protocol.hello(rank, self.wish_profile, info, self.instance, offline)
+        return protocol.hello(rank, self.wish_profile, info, self.instance, offline, self.extensions)
+
+    def described(self, msg: Message) -> bool:
+        """Whether `msg` asks for the run's outside code; if so each name is resolved as the run will (a missing
+        package is told too) and every HELLO from now on describes it."""
+        if msg.type != T.ERROR or msg.meta.get("fatal") or (asked := describe_request(msg.meta)) is None:
+            return False
+        self.extensions.update(describe_here(asked))
+        return True
 
     def new_socket(self) -> ClientSocket:
         sock = ClientSocket(self.connect, keys=self.keys)
@@ -162,7 +175,7 @@ class EdgeClient:
                         raise ClientFailed(gave_up)
                     continue
                 if silent > self.timeout_s:
-                    self._reconnect(f"no word from the coordinator for {silent:.0f} s")
+                    reconnect(self, f"no word from the coordinator for {silent:.0f} s")
         finally:
             self.ctx.sock.close()
             if self.shards is not None:
@@ -183,31 +196,6 @@ class EdgeClient:
         sock.close(linger_ms=0)  # nobody to deliver HELLO and ERROR to
         raise ClientFailed(f"{failed}; it could not tell the coordinator: {gave_up}")
 
-    def _reconnect(self, why: str, closed: bool = False) -> None:
-        """A new socket and HELLO for the same rank, with exponential backoff, until WELCOME."""
-        log.warning("%s: reconnecting to %s as client %d", why, self.connect, self.rank)
-        if not closed:
-            self.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
-        self.ctx.pending.clear()
-        self.session = None  # the coordinator sets this client up again
-        delay, deadline, tries = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S, 0
-        while True:
-            tries += 1
-            sock = self.new_socket()
-            sock.send(self.hello())
-            welcome = self._await_welcome(sock, max(2 * delay, 2.0))
-            if welcome is not None:
-                self.ctx.sock = sock
-                self._handle(sock, welcome)
-                log.info("reconnected after %d tries", tries)
-                return
-            sock.close(linger_ms=0)
-            if time.monotonic() > deadline:
-                raise ClientFailed(f"--connect {self.connect}: gave up as client {self.rank}: the coordinator "
-                                   f"did not come back within {RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
-            time.sleep(delay)
-            delay = min(2 * delay, RECONNECT_MAX_S)
-
     def _await_welcome(self, sock: ClientSocket, timeout_s: float) -> Message | None:
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
@@ -218,6 +206,9 @@ class EdgeClient:
                 return msg
             if msg.type == T.ERROR and msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client on reconnecting: {msg.meta.get('reason')}")
+            if self.described(msg):  # a coordinator that runs outside code this client has not described yet
+                sock.send(self.hello())
+                continue
             if msg.type == T.ERROR:  # refused for now (between algorithms): ask again soon, not after the wait
                 time.sleep(min(RECONNECT_FIRST_S, max(0.0, deadline - time.monotonic())))
                 sock.send(self.hello())
@@ -260,8 +251,11 @@ class EdgeClient:
         elif msg.type == T.ERROR:
             if msg.meta.get("fatal"):
                 raise ClientFailed(f"coordinator refused this client: {msg.meta.get('reason')}")
+            if self.described(msg):  # the run's outside code: say HELLO again at once, describing it
+                sock.send(self.hello())
+                return True
             if msg.meta.get("hello") and self.rank is not None:  # a restarted coordinator: it never knew this socket
-                self._reconnect("the coordinator does not know this connection")
+                reconnect(self, "the coordinator does not know this connection")
                 return True
             if self.rank is None:  # its HELLO was refused for now (its rank still held, between algorithms)
                 self._hello_again(sock, msg.meta.get("reason"))

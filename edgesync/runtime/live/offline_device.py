@@ -1,5 +1,9 @@
-"""A live device offline by its availability: it sleeps until its return, asking every OFFLINE_PROBE_S
-whether it may come back sooner.
+"""A live client away from its run, asking on new sockets to be taken back: one that lost its coordinator
+(`reconnect`), and a device offline by its availability (`sit_out`), which sleeps until its return, asking every
+OFFLINE_PROBE_S whether it may come back sooner.
+
+A client that hears nothing from its coordinator for the timeout WELCOME gave says HELLO for its rank on a new
+socket, with exponential backoff, until a coordinator (the same one, or a resumed one) welcomes it.
 
 A device's schedule belongs to the algorithm it was set up for. When that algorithm ends while the device
 is offline, the next one (or a sweep's next variant, led by a coordinator of its own) restarts the clock
@@ -17,7 +21,7 @@ import logging
 import math
 import time
 
-from edgesync.constants import OFFLINE_PROBE_S, RECONNECT_GIVE_UP_S
+from edgesync.constants import OFFLINE_PROBE_S, RECONNECT_FIRST_S, RECONNECT_GIVE_UP_S, RECONNECT_MAX_S
 from edgesync.emulation.throttle import sleep_until
 from edgesync.runtime.live.context import ClientFailed
 from edgesync.transport.protocol import Message, MessageType as T, ProtocolError
@@ -26,6 +30,31 @@ from edgesync.transport.sockets import ClientSocket
 log = logging.getLogger("edgesync.client")
 
 ANSWER_WAIT_S = 2.0  # a coordinator that answers at all answers a HELLO within milliseconds; busy, within this
+
+
+def reconnect(client, why: str) -> None:
+    """A new socket and HELLO for `client`'s rank (the EdgeClient), with exponential backoff, until WELCOME."""
+    log.warning("%s: reconnecting to %s as client %d", why, client.connect, client.rank)
+    client.ctx.sock.close(linger_ms=0)  # what it still holds was for the coordinator that is gone
+    client.ctx.pending.clear()
+    client.session = None  # the coordinator sets this client up again
+    delay, deadline, tries = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S, 0
+    while True:
+        tries += 1
+        sock = client.new_socket()
+        sock.send(client.hello())
+        welcome = client._await_welcome(sock, max(2 * delay, 2.0))
+        if welcome is not None:
+            client.ctx.sock = sock
+            client._handle(sock, welcome)
+            log.info("reconnected after %d tries", tries)
+            return
+        sock.close(linger_ms=0)
+        if time.monotonic() > deadline:
+            raise ClientFailed(f"--connect {client.connect}: gave up as client {client.rank}: the coordinator "
+                               f"did not come back within {RECONNECT_GIVE_UP_S:.0f} s ({tries} tries)")
+        time.sleep(delay)
+        delay = min(2 * delay, RECONNECT_MAX_S)
 
 
 def sit_out(client, back_local: float) -> tuple[ClientSocket, Message] | None:
@@ -49,6 +78,9 @@ def sit_out(client, back_local: float) -> tuple[ClientSocket, Message] | None:
             return None
         if reply is not None and reply.type == T.ERROR and reply.meta.get("fatal"):
             raise ClientFailed(f"coordinator refused this client on returning: {reply.meta.get('reason')}")
+        if reply is not None and client.described(reply):  # the run's outside code: ask again at once, describing it
+            answered, due = time.monotonic(), time.perf_counter()
+            continue
         now = time.monotonic()
         if reply is not None:
             answered = now  # refused for now: offline there too, or between algorithms
