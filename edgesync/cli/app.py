@@ -9,6 +9,7 @@ from edgesync.cli.calibrate import calibrate
 from edgesync.cli.flower import flower_down, flower_up
 from edgesync.cli.keys import keys_command
 from edgesync.cli.live import client, coordinator, shard
+from edgesync.cli.new import new
 from edgesync.cli.plugins import plugins
 from edgesync.cli.profiles import profiles
 from edgesync.cli.ray_option import ray_flag
@@ -36,6 +37,7 @@ app.command()(client)
 app.command("keys")(keys_command)
 app.command()(profiles)
 app.command()(plugins)
+app.command()(new)
 app.command()(calibrate)
 app.command()(report)
 app.command()(reproduce)
