@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up EdgeSync in this checkout: a virtual environment in .venv with the pinned dependencies,
-# the package itself (editable), and the Fashion-MNIST files. Safe to re-run: it only does what is
-# missing, and returns in about a second when nothing is.
+# the package itself and the example extension examples/edgesync-feddyn (both editable), and the
+# Fashion-MNIST files. Safe to re-run: it only does what is missing, and returns in about a second
+# when nothing is.
 #
 # - An environment whose python already imports torch (a lab's GPU build) keeps it: the venv is
 #   created with --system-site-packages and torch is not reinstalled.
@@ -44,7 +45,8 @@ pip_install() {  # quiet unless it fails; then the end of pip's log says why
         tail -n 30 "$log" >&2; echo "setup: pip install $* failed (full log: $log)" >&2; exit 1
     fi
 }
-want=$(cat requirements.txt requirements-torch.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+example=examples/edgesync-feddyn  # an extension from outside the package: the suite runs it in every runtime
+want=$(cat requirements.txt requirements-torch.txt pyproject.toml "$example/pyproject.toml" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
         say "installing torch and torchvision ($(tr '\n' ' ' < requirements-torch.txt))"
@@ -53,6 +55,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     say "installing pinned dependencies"
     pip_install -r requirements.txt
     pip_install --no-deps -e .
+    pip_install --no-deps -e "$example"
     echo "$want" > "$stamp"
 fi
 
