@@ -16,7 +16,10 @@ The barrier round (`RoundServer`, `RoundConfig`), FedAvg's local round (`LocalRo
 Models: a callable `builder(num_classes, in_channels, **args) -> torch.nn.Module` (`in_channels` only if it
 takes it: a `torchvision.models` builder works as it is). Datasets: a callable
 `loader(root, **args) -> ArrayDataset` (uint8 images, int64 labels, a train and a test split). Device
-profiles: a `DeviceProfile` subclass with a `kind` of its own.
+profiles: a `DeviceProfile` subclass with a `kind` of its own and `api_version: ClassVar[str] = API_VERSION`,
+named by a client's `profile: {kind: "mylab.devices:Burst", ...}` or an entry point in `edgesync.profiles`.
+`edgesync.testing` checks each kind against this contract (check_algorithm, check_model, check_dataset,
+check_profile).
 """
 from __future__ import annotations
 

@@ -68,3 +68,20 @@ def test_a_killed_childs_code_is_known_before_the_warm_process_reaps_it(tmp_path
         assert child.returncode == -9 and psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
     finally:
         warm.resume()
+
+
+def test_a_child_sees_the_pythonpath_it_was_given_not_only_the_warm_processs(tmp_path):
+    """An extension on the run's PYTHONPATH (its imports and its entry points) reaches a client forked from a warm
+    process that started before that PYTHONPATH was set, as it reaches a fresh `python`."""
+    first = warm_starter().start(["plugins"], tmp_path / "first.log", client_env())  # the warm process starts here
+    first.wait(60)
+    (tmp_path / "lab_ext.py").write_text("from edgesync.api import API_VERSION\n")
+    dist = tmp_path / "lab_ext-0.2.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-ext\nVersion: 0.2.0\n")
+    (dist / "top_level.txt").write_text("lab_ext\n")
+    (dist / "entry_points.txt").write_text("[edgesync.models]\nlabnet = lab_ext:API_VERSION\n")
+    log = tmp_path / "plugins.log"
+    child = warm_starter().start(["plugins"], log, {**client_env(), "PYTHONPATH": str(tmp_path), "COLUMNS": "200"})
+    child.wait(60)
+    assert "labnet" in log.read_text() and "lab-ext 0.2.0" in log.read_text(), log.read_text()

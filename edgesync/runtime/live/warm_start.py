@@ -234,12 +234,21 @@ def _child(request: dict, replies_fd: int) -> NoReturn:
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        follow_pythonpath(request["env"].get("PYTHONPATH", ""))
         argv = request["argv"]
         set_title("edgesync " + " ".join(argv))  # set up in the warm process, so environ may change first
         sys.argv = ["edgesync", *argv]
         runpy.run_module(COMMAND, run_name="__main__", alter_sys=True)  # `python -m edgesync.cli …`
 
     exit_with(run)  # whatever goes wrong goes to the client's log
+
+
+def follow_pythonpath(pythonpath: str) -> None:
+    """Put the child's PYTHONPATH entries first on sys.path, as a fresh `python` would: the warm process read its
+    own PYTHONPATH when it started, and a later run's may name more (an extension's folder, found by its imports
+    and its entry points)."""
+    entries = [os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p]
+    sys.path[:0] = [p for p in entries if p not in sys.path]
 
 
 def exit_with(run: Callable[[], object]) -> NoReturn:
