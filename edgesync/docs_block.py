@@ -17,6 +17,7 @@ from pathlib import Path
 # The first part of a block's name → the command that (re)writes it.
 WRITERS = {
     "reproduce": "edgesync reproduce --write-docs",
+    "baselines": "edgesync reproduce --write-docs",
     "cross_check": "benchmarks/cross_check.py --write-docs",
     "throttle_fidelity": "benchmarks/throttle_fidelity.py --write-docs",
     "tuned": "benchmarks/tuned_comparison.py --write-docs",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,6 +42,7 @@ RENDERERS = {
     "eq3": "benchmarks/eq3_sharding.py:render",
     "allreduce": "benchmarks/allreduce_rounds.py:render",
     "cross_check": "benchmarks/cross_check.py:render",
+    "baselines": "edgesync/reproduce/baselines.py:render",
 }
 
 
@@ -56,6 +58,7 @@ def renderer(block: str) -> Callable[[Any], str] | None:
     file, name = spec.split(":")
     module_spec = importlib.util.spec_from_file_location(f"_docs_data_{Path(file).stem}", ROOT / file)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # where a dataclass of the file looks its module up
     module_spec.loader.exec_module(module)
     return getattr(module, name, None)  # None: the benchmark does not keep its data yet
 

@@ -12,7 +12,9 @@ import yaml
 from edgesync import reproduce as rp
 from edgesync.metrics.seeds import interval, with_seed_aggregates
 from edgesync.reproduce.censoring import Censored, censored_ratio, guarded
+from edgesync.reproduce.experiments import TUNING_SEED
 from edgesync.config import load_scenario
+from edgesync.runtime.tuning import entry_grids
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -335,3 +337,129 @@ def test_a_gap_past_its_bound_or_an_accuracy_back_at_chance_is_divergence_named_
     assert gap["diverged"][2] == ["dana_dc@clients=16×gamma-homo", "nag_asgd@clients=16×gamma-homo"]
     assert gap["per_seed"] == pytest.approx({0: 20.0, 1: 20.0, 2: 20.0})  # the early gaps: no 1e14 in the mean
     assert "diverged in 3/3 (dana_dc@clients=16×gamma-homo, nag_asgd@clients=16×gamma-homo)" in rp.table([gap])
+
+
+# -- the FL baselines: an experiment with a comparison table, no claim ----------------------------------------
+
+def test_fl_baselines_tunes_fedavg_and_the_seven_baselines_alike_and_no_claim_reads_it():
+    exp = next(e for e in rp.EXPERIMENTS if e.key == "fl_baselines")
+    assert not exp.in_quick and rp.baselines.FL_BASELINES.experiment == exp.key
+    assert not any(exp.key in (c.experiment, *c.also) for c in rp.CLAIMS) and exp.key not in rp.CLAIMED
+    for quick in (True, False):
+        seeds = rp.SEEDS["quick" if quick else "full"]
+        sc = load_scenario(REPO / exp.scenario, [*(exp.quick if quick else exp.full), "runtime=sim", f"seeds={seeds}"])
+        assert [a.key for a in sc.algorithms] == list(rp.baselines.FL_BASELINES.entries)
+        assert sc.algorithms[0].name == "local_sgd" and sc.algorithms[0].weighted  # FedAvg's p_i
+        assert sc.partition.kind == "dirichlet" and len(sc.clients) == 10
+        assert {a.clients_per_round for a in sc.algorithms} == {5}  # partial participation, the same for all
+        assert sc.tune.seed == TUNING_SEED not in seeds and sc.tune.validation_size == 2000
+        assert all(sorted({p["lr"] for p in g.points}) == sorted(sc.tune.grid["lr"])
+                   for g in entry_grids(sc))  # every entry on every lr of the one grid
+    full = load_scenario(REPO / exp.scenario, [*exp.full, "runtime=sim"])
+    keys = {g.label: g.keys for g in entry_grids(full)}
+    assert keys["fedprox"] == ["lr", "global_lr", "mu"] and keys["fedavgm"] == ["lr", "global_lr", "server_momentum"]
+    assert keys["fedadam"] == keys["scaffold"] == keys["fedavg"] == ["lr", "global_lr"]
+
+
+def test_quick_runs_fl_baselines_only_when_named(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(rp.suite, "_run_one", lambda scenario, overrides, folder, *rest: ran.append(folder.name) or 0.0)
+    rp.run_suite(tmp_path / "quick", quick=True, progress=False)
+    assert "fl_baselines" not in ran and "esync_iid" in ran
+    ran.clear()
+    rp.run_suite(tmp_path / "only", quick=True, progress=False, only=["fl_baselines"])
+    assert ran == ["fl_baselines"]
+    ran.clear()
+    rp.run_suite(tmp_path / "full", quick=False, progress=False)
+    assert ran[-1] == "fl_baselines"
+
+
+def fl_row(acc, t, duration=40.0, updates=30, diverged=False):
+    return {"final_acc": acc, "best_acc": acc, "time_to_target_s": t, "duration_s": duration, "updates": updates,
+            "bytes_up": 3e6, "bytes_down": 3e6, "diverged": diverged, "target_acc": 0.75}
+
+
+# seed → label → row; fedavgm and the adaptive three did not run here (the table says so)
+FL_RUNS = {0: {"fedavg": fl_row(0.80, 20.0), "fedprox": fl_row(0.82, 10.0), "scaffold": fl_row(0.80, 20.0, updates=15),
+               "fednova": fl_row(0.75, 44.0)},
+           1: {"fedavg": fl_row(0.81, 22.0), "fedprox": fl_row(0.83, 11.0), "scaffold": fl_row(0.81, 22.0, updates=15),
+               "fednova": fl_row(0.76, 44.0)},
+           2: {"fedavg": fl_row(0.82, 24.0), "fedprox": fl_row(0.84, 12.0), "scaffold": fl_row(0.82, None, updates=15),
+               "fednova": fl_row(0.77, 48.0)}}
+
+
+def write_fl_runs(root: Path) -> None:
+    folder = root / "fl_baselines"
+    folder.mkdir(parents=True)
+    runs = {f"{label}@seed={s}": row for s, rows in FL_RUNS.items() for label, row in rows.items()}
+    (folder / "summary.json").write_text(json.dumps(with_seed_aggregates(runs)))
+    chosen = {"fedavg": 0.1, "fedprox": 0.05, "scaffold": 0.1, "fednova": 0.1}
+    (folder / "tuning.json").write_text(json.dumps({
+        "grid": {"lr": [0.05, 0.1]}, "metric": "final_acc", "seed": 100, "runs": 8, "validation": {"size": 2000},
+        "extended": [], "edges_left": {"fedprox": {"lr": "lowest"}},
+        "entries": {label: {"chosen": {"lr": lr}, "figure": 0.8, "all_diverged": False, "not_applicable": []}
+                    for label, lr in chosen.items()}}))
+
+
+def test_the_baselines_table_is_drawn_from_the_per_run_rows(tmp_path):
+    write_fl_runs(tmp_path)
+    data = rp.baselines.record(tmp_path, rp.baselines.FL_BASELINES)
+    text = rp.baselines.render(json.loads(json.dumps(data)))  # as docs/data keeps it
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
+    # FedAvg: finals 80, 81, 82 %: mean 81, sd 1, half-width 4.302653/√3 = 2.484; times 20, 22, 24 s: [17.0, 27.0]
+    assert rows["fedavg"] == ("| fedavg | lr 0.1 (80 %) | 81 [78.5, 83.5] | 22 [17, 27] (3/3 reached) | 30 [30, 30] | "
+                              "6 [6, 6] | — | — | — | — |")
+    # FedProx: +2 pt and half FedAvg's time in every seed: higher, faster
+    assert "| 2 pt [2, 2] (3 seeds) | higher | 2× [2, 2] (3 seeds; both reached the target in 3/3) | faster |" \
+        in rows["fedprox"]
+    # SCAFFOLD: the same accuracy (within ±1 pt); seed 2 unreached at 40 s, counted there: times ≥ (20 + 22 + 40)/3,
+    # ratios 1, 1, 24/40 = 0.6 (its own time censored: flatters it): 0.867 [0.293, 1.44], straddles 1
+    assert "| ≥ 27.3 (2/3 reached; the others counted at their runs' end) | 15 [15, 15] |" in rows["scaffold"]
+    assert ("| 0 pt [0, 0] (3 seeds) | no difference (within ±1) | 0.867× [0.293, 1.44] (3 seeds; both reached the "
+            "target in 2/3, 1 censored at its run's end) | inconclusive (the interval straddles 1 and reaches past "
+            "±0.25) |") in rows["scaffold"]
+    # FedNova: −5 pt; ratios 20/44, 22/44, 24/48: 0.485 [0.42, 0.55]
+    assert ("| −5 pt [−5, −5] (3 seeds) | lower | 0.485× [0.42, 0.55] (3 seeds; both reached the target in 3/3) "
+            "| slower |") in rows["fednova"]
+    assert rows["fedavgm"].startswith("| fedavgm | not run |") and rows["fedavgm"].count("|") == 11
+    assert "8 tuning runs on seed 100, chosen by final acc on 2,000 validation images" in text
+    assert "on the grid's edge (the optimum may lie beyond): fedprox lr at its lowest" in text
+    assert "| lr 0.05 (80 %) |" in rows["fedprox"] and "Not a paper's claim" in text
+
+
+def test_a_censored_time_turns_a_comparison_only_the_way_it_could():
+    from edgesync.reproduce.censoring import guarded_comparison
+    flatters, understates = Censored(2.0, flatters_method=True), Censored(2.0, flatters_method=False)
+    assert guarded_comparison("faster", "slower", "faster", {0: 2.0, 1: 2.0}, {1: understates}) == ("faster", "")
+    assert guarded_comparison("faster", "slower", "faster", {0: 2.0, 1: 2.0}, {1: flatters})[0] == "inconclusive"
+    assert guarded_comparison("slower", "slower", "faster", {0: 0.5, 1: 0.5}, {1: flatters}) == ("slower", "")
+    assert guarded_comparison("slower", "slower", "faster", {0: 0.5, 1: 0.5}, {1: understates})[0] == "inconclusive"
+    assert guarded_comparison("no difference (within ±0.25)", "slower", "faster", {0: 1.0, 1: 1.0},
+                              {1: understates})[0] == "inconclusive"
+    assert guarded_comparison("higher", "lower", "higher", {0: 2.0, 1: None}, {}) == (
+        "inconclusive", "higher over the seeds with a figure, but 1 of 2 gave none")
+
+
+def test_write_docs_adds_the_baselines_block_and_its_record_draws_it_again(tmp_path):
+    from edgesync.docs_data import earlier_section, renderer
+    write_fl_runs(tmp_path / "runs")
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n")
+    data = rp.baselines.record(tmp_path / "runs", rp.baselines.FL_BASELINES)
+    for _ in range(2):  # the second time keeps the first table under it
+        path = rp.write_baselines(data, "full-sim", "full-sim, runs in `runs`", doc, tmp_path / "data")
+    block = rp.baselines_block("fl_baselines", "full-sim")
+    text, record = doc.read_text(), json.loads(path.read_text())
+    assert path.name == "baselines-fl_baselines-full-sim.json" and record["block"] == block
+    assert text.count(f"<!-- {block}:begin -->") == 1 and "### FedAvg and the standard FL baselines" in text
+    body = text.split(f"<!-- {block}:begin -->\n")[1].split(f"\n<!-- {block}:end -->")[0]
+    assert body == record["note"] + "\n\n" + renderer(block)(record["data"]) + earlier_section(record)
+    assert record["note"].startswith("_Written by `edgesync reproduce` (full-sim") and path.name in record["note"]
+
+
+def test_cli_prints_the_baselines_table_of_a_folder_without_claims(tmp_path, monkeypatch, capsys):
+    write_fl_runs(tmp_path)
+    code, stdout, stderr = edgesync_cli(monkeypatch, capsys, "reproduce", "--from", str(tmp_path))
+    assert code == 0, stderr
+    assert "| fedprox | lr 0.05 (80 %) |" in stdout and "| claim |" not in stdout
+    assert "FedAvg and the standard FL baselines" in (tmp_path / "claims.md").read_text()

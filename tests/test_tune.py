@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from edgesync.metrics.tuning_report import tuning_section
+from edgesync.runtime.runs import run_scenario
 from edgesync.runtime.tuning import (apply_choice, choose, entry_grids, run_counts, selection, tune_entries, tunes,
                                      tuning_scenario)
-from edgesync.runtime.tuning_edges import extended_grid, step_past
+from edgesync.runtime.tuning_edges import edges, extended_grid, ranged, step_past
 from edgesync.config import ScenarioError, load_scenario
 from edgesync.config.limits import MAX_TUNE_RUNS
 from edgesync.config.tune_grid import tune_points
@@ -150,6 +151,11 @@ def test_selection_records_every_point_the_choice_and_the_untuned_values():
     ({"grid": {"lr": []}}, "tune.grid.lr: needs at least one value (got [])"),
     ({"grid": {"lr": [0.1, 0.1]}}, "tune.grid.lr: repeated value 0.1 (got [0.1, 0.1])"),
     ({"grid": {"label": ["a"]}}, "tune.grid.label: an entry's algorithm and label are not tuned (got [\"a\"])"),
+    ({"grid": {"clients_per_round": [2, 4]}}, "tune.grid.clients_per_round: who takes part in a round is the "
+     "setting every entry is compared under, not tuned: set it on the entries (compare values with a sweep, in a "
+     "scenario of their own) (got [2, 4])"),
+    ({"grid": {"aggregation": ["ps", "allreduce"]}}, "tune.grid.aggregation: how a round's updates are summed is "
+     "the setting every entry is compared under, not tuned"),
     ({"grid": {}}, "tune.grid: needs at least one key: what to tune (got {})"),
     ({"grid": {"lr": [0.1]}, "metric": "accuracy"}, "tune.metric: Input should be 'final_acc', 'best_acc' or "
                                                     "'time_to_target' (got 'accuracy')"),
@@ -309,3 +315,67 @@ def test_a_scenario_error_crosses_a_process_boundary_whole():
     import pickle
     err = pickle.loads(pickle.dumps(ScenarioError("f.yaml", ["stop.max_updates: must be ≥ 1 (got 0)"])))
     assert err.problems == ["stop.max_updates: must be ≥ 1 (got 0)"] and str(err).startswith("f.yaml: stop.")
+
+
+# -- the FL baselines' own keys --------------------------------------------------------------------------
+
+BASELINES = ["fedprox", "fedavgm", "fedadam", "fedyogi", "fedadagrad", "scaffold", "fednova"]
+OWN_KEYS = {"mu": [0.01, 0.1], "server_momentum": [0.5, 0.9], "tau": [0.001, 0.01], "beta2": [0.9, 0.99],
+            "bias_correction": ["none", "adam"], "control_option": [1, 2]}
+
+
+def test_each_baselines_own_keys_are_tuned_for_the_entries_that_have_them():
+    sc = scenario({"grid": OWN_KEYS}, algorithms=[{"name": n} for n in BASELINES])
+    grids = {g.label: g for g in entry_grids(sc)}
+    assert {label: g.keys for label, g in grids.items()} == {
+        "fedprox": ["mu"], "fedavgm": ["server_momentum"], "fedadam": ["tau", "beta2", "bias_correction"],
+        "fedyogi": ["tau", "beta2"], "fedadagrad": ["tau"], "scaffold": ["control_option"], "fednova": []}
+    assert len(grids["fedadam"].points) == 8 and grids["fednova"].points == []  # nothing of FedNova's own
+    runs = {a.key: a for a in tuning_scenario(sc).algorithms}
+    assert runs["fedprox@mu=0.1"].mu == 0.1 and runs["fedavgm@server_momentum=0.5"].server_momentum == 0.5
+    assert runs["fedadam@tau=0.01,beta2=0.9,bias_correction=adam"].bias_correction == "adam"
+    assert runs["scaffold@control_option=1"].control_option == 1
+
+
+def test_a_named_option_is_chosen_like_a_number_but_has_no_edge_to_pass():
+    # SCAFFOLD's control_option 1 or 2 is spelled as a number: an option, not the end of a scale
+    sc = scenario({"grid": {"control_option": [1, 2], "lr": [0.05, 0.1]}}, algorithms=[{"name": "scaffold"}])
+    config = sc.algorithms[0]
+    assert not ranged(config, "control_option") and ranged(config, "lr") and ranged(config, "clients_per_round")
+    assert not ranged(sc.algorithms[0], "client_sampling")
+    assert edges(["control_option", "lr"], {"control_option": 2, "lr": 0.1}, sc.tune.grid, config) == {"lr": "highest"}
+    summary = {f"scaffold@control_option={o},lr={lr}": row(0.9 if (o, lr) == (2, 0.05) else 0.5)
+               for o in (1, 2) for lr in (0.05, 0.1)}
+    chosen = selection(sc, tuning_scenario(sc), summary, {}, "digest")["entries"]["scaffold"]
+    assert chosen["chosen"] == {"control_option": 2, "lr": 0.05} and chosen["at_edge"] == {"lr": "lowest"}
+
+
+def test_every_baseline_is_tuned_on_validation_data_in_one_run(tmp_path, monkeypatch):
+    """The seven baselines on a 2-point lr grid, on 600 Fashion-MNIST samples (97 held out): each entry's two
+    tuning runs are tested on the validation set, the better one is chosen, and its final runs use it."""
+    monkeypatch.setattr("edgesync.runtime.runs.render_report", lambda run_dir: None)  # reports: not checked here
+    validation = 97  # prime: an accuracy k/97 is a validation accuracy
+    run_scenario(load_scenario({
+        "name": "baselines-tuned", "seed": 1, "runtime": "sim", "dataset": {"name": "fashion_mnist", "train_size": 600},
+        "clients": ["x1", "x2"],
+        "algorithms": [{"name": n, "lr": 0.05, "local_steps": 2, "batch_size": 8} for n in BASELINES],
+        "stop": {"time_budget_s": 100, "max_updates": 2, "target_acc": None},
+        "eval": {"every_s": 100, "test_size": 200}, "sim": {"base_step_s": 0.05, "server_time": "zero"},
+        "tune": {"grid": {"lr": [0.02, 0.1]}, "validation_size": validation, "seed": 4}}), tmp_path, progress=False)
+    record = json.loads((tmp_path / "tuning.json").read_text())
+    rows = json.loads((tmp_path / "tuning" / "summary.json").read_text())
+    final = yaml.safe_load((tmp_path / "scenario.yaml").read_text())
+    assert list(record["entries"]) == BASELINES and record["runs"] == 14
+    for i, name in enumerate(BASELINES):
+        entry = record["entries"][name]
+        points = [rows[f"{name}@lr={lr}"] for lr in (0.02, 0.1)]
+        assert all(integral(p["final_acc"] * validation) and not p["diverged"] for p in points), name
+        # the documented rule by hand: the higher final accuracy, then the higher best one, then grid order
+        won = min(range(2), key=lambda k: (-points[k]["final_acc"], -points[k]["best_acc"], k))
+        assert entry["chosen"] == {"lr": (0.02, 0.1)[won]} and entry["figure"] == points[won]["final_acc"], name
+        assert final["algorithms"][i]["lr"] == entry["chosen"]["lr"], name
+    assert yaml.safe_load((tmp_path / "tuning" / "scenario.yaml").read_text())["eval"]["on"] == "validation"
+
+
+def integral(x: float) -> bool:
+    return abs(x - round(x)) < 1e-3  # accuracies are recorded to six digits

@@ -21,10 +21,12 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
                                            "a cluster: RAY_ADDRESS)"),
               out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
-              only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run"),
+              only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run "
+                                                 "(fl_baselines runs with --quick only when named here)"),
               write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
               quiet: bool = typer.Option(False, "--quiet", "-q")):
-    """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours."""
+    """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours (and
+    the FL baselines' table beside FedAvg, run in the full mode or with --only fl_baselines)."""
     from edgesync import reproduce as rp
     from edgesync.reproduce.audit import earlier_figures, write_data
     if runtime not in ("sim", "live"):
@@ -45,17 +47,25 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
         rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs,
                      parallel=parallel)
     results = rp.evaluate(root)
-    if not results:
+    compared = [data for c in rp.COMPARISONS if (data := rp.baselines.record(root, c)) is not None]
+    if not results and not compared:
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
         raise typer.Exit(1)
     # The folder's record says how its runs were made; runs without one are taken as the options say.
     key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
-    earlier = earlier_figures(key) if write_docs else None  # the docs' table this one replaces
-    text = rp.table(results, earlier)
+    earlier = earlier_figures(key) if write_docs and results else None  # the docs' table this one replaces
+    sections = ([rp.table(results, earlier)] if results else []) + [rp.baselines.render(d) for d in compared]
+    text = "\n\n".join(sections)
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
-    if write_docs:
-        note = rp.docs_note(root, key)
+    if not write_docs:
+        return
+    if results:
+        note = rp.docs_note(root, key, rp.CLAIMED)
         data = write_data(results, key, note, earlier=earlier)  # what the table was computed from, to recompute it
-        rp.write_docs(text, key, f"{note}; per-run figures: docs/data/{data.name}")
+        rp.write_docs(rp.table(results, earlier), key, f"{note}; per-run figures: docs/data/{data.name}")
         out.print(f"table written to docs/results.md ({key}), its per-run figures to {data}", highlight=False)
+    for data in compared:
+        path = rp.write_baselines(data, key, rp.docs_note(root, key, [data["experiment"]]))
+        out.print(f"{data['experiment']}'s table written to docs/results.md ({key}), its per-run figures to {path}",
+                  highlight=False)

@@ -2,7 +2,10 @@
 
 Every key must be some entry's config key, every value valid for every entry that has the key (alone
 and in each combination), and the tuning runs stay within MAX_TUNE_RUNS (edgesync/runtime/tuning.py
-runs them).
+runs them). A key of any type is tuned as the grid lists it: numbers, switches (`weighted`) and named
+options (SCAFFOLD's `control_option`, FedAdam's `bias_correction`) alike. UNTUNABLE keys are refused: what
+an entry is, and what every entry of a comparison must share (who takes part in a round, how its sum is
+carried out), since an entry that chose its own would be compared under another setting.
 """
 from __future__ import annotations
 
@@ -35,13 +38,20 @@ def tune_tag(point: dict) -> str:
     return ",".join(f"{k}={show_value(v)}" for k, v in point.items())
 
 
-UNTUNABLE = ("name", "label")  # what an entry is, not how it is set
+_WHAT_IT_IS = "an entry's algorithm and label are not tuned"
+_SETTING = ("{what} is the setting every entry is compared under, not tuned: set it on the entries (compare "
+            "values with a sweep, in a scenario of their own)")
+_PARTICIPATION = _SETTING.format(what="who takes part in a round")
+_AGGREGATION = _SETTING.format(what="how a round's updates are summed")
+UNTUNABLE = {"name": _WHAT_IT_IS, "label": _WHAT_IT_IS, "clients_per_round": _PARTICIPATION,
+             "client_fraction": _PARTICIPATION, "client_sampling": _PARTICIPATION, "aggregation": _AGGREGATION,
+             "allreduce_backend": _AGGREGATION}  # key → why a grid may not name it
 
 
 def _check_grid_key(key: str, values: list[Any], entries: list) -> None:
     at: tuple[str | int, ...] = ("grid", key)
     if key in UNTUNABLE:
-        raise Problem("an entry's algorithm and label are not tuned", json.dumps(values, default=str), at)
+        raise Problem(UNTUNABLE[key], json.dumps(values, default=str), at)
     if not values:
         raise Problem("needs at least one value", "[]", at)
     shown = [show_value(v) for v in values]

@@ -21,20 +21,29 @@ runtime, overrides, seeds, wall time and machine; `--write-docs` puts the table 
 between the markers of its mode and runtime, with the machine, base step times and seeds it was run
 with, and the per-run figures it was computed from into docs/data/ (audit.py).
 
+The `fl_baselines` experiment (FedAvg and the seven FL baselines on non-i.i.d. data, tuned alike) states no
+claim: none of the seed papers reports those baselines. Its runs give a comparison table instead, each entry
+beside FedAvg, read by the same verdict and censoring rules (baselines.py), and a block of its own in
+docs/results.md with its record in docs/data/. It runs in the full mode; `--quick` runs it only when `--only`
+names it, so that the quick suite keeps to its minutes.
+
 experiments.py: what runs; claims.py: each claim, defined once (the benchmarks use them too); suite.py:
 running and the manifest; verdicts.py: figures, intervals, verdicts and the table; censoring.py: seeds
 without a plain figure (an unreached time censored at its run's end, divergence named), counted against
-the method; results_doc.py: docs/results.md; audit.py: docs/data/.
+the method; baselines.py: an experiment's comparison table; results_doc.py: docs/results.md; audit.py:
+docs/data/.
 """
 from __future__ import annotations
 
-from edgesync.reproduce import suite
-from edgesync.reproduce.claims import CLAIMS, Claim, Rows
+from edgesync.reproduce import baselines, suite
+from edgesync.reproduce.baselines import COMPARISONS, Comparison
+from edgesync.reproduce.claims import CLAIMED, CLAIMS, Claim, Rows
 from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
-from edgesync.reproduce.results_doc import base_steps, docs_note, markers, write_docs
+from edgesync.reproduce.results_doc import base_steps, baselines_block, docs_note, markers, write_baselines, write_docs
 from edgesync.reproduce.suite import MANIFEST, ROOT, folder_key, machine, read_manifest, run_suite
 from edgesync.reproduce.verdicts import count_line, evaluate, table, verdict
 
-__all__ = ["CLAIMS", "Claim", "Rows", "EXPERIMENTS", "SEEDS", "Experiment", "base_steps", "docs_note", "markers",
-           "write_docs", "MANIFEST", "ROOT", "folder_key", "machine", "read_manifest", "run_suite", "suite",
-           "count_line", "evaluate", "table", "verdict"]
+__all__ = ["COMPARISONS", "Comparison", "baselines", "CLAIMED", "CLAIMS", "Claim", "Rows", "EXPERIMENTS", "SEEDS",
+           "Experiment", "base_steps", "baselines_block", "docs_note", "markers", "write_baselines", "write_docs",
+           "MANIFEST", "ROOT", "folder_key", "machine", "read_manifest", "run_suite", "suite", "count_line",
+           "evaluate", "table", "verdict"]

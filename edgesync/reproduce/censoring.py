@@ -10,6 +10,9 @@ censored, a run that diverged is named, and a verdict stands only if these seeds
   the method (a censored method time) and every seed gave a figure; "does not hold" stands only if no
   seed's figure understates the method (a censored baseline time) and every seed gave a figure. Otherwise
   the verdict is "inconclusive", and the table says why.
+- **Two entries compared** (`guarded_comparison`, reproduce/baselines.py): the same, for metrics/verdict.py's
+  `compare` words: the entry's side ("faster") stands only if no seed's figure flatters it, the other side
+  ("slower") only if none understates it, "no difference" only if every seed gave a plain figure.
 - **Divergence.** The seeds in which an entry the claim reads diverged are counted and named beside the
   figure ("diverged in 1/3 seeds"); the claims themselves count a diverged run's accuracy as chance. An entry
   diverged when its run says so (a non-finite loss or update), when its final accuracy is back at chance, or
@@ -90,3 +93,19 @@ def guarded(verdict: str, per_seed: dict, censored: dict) -> tuple[str, str]:
         return "inconclusive", ("does not hold with the baseline's unreached times counted at its runs' ends, "
                                 "which understates the method")
     return verdict, ""
+
+
+def guarded_comparison(word: str, lower: str, higher: str, per_seed: dict, censored: dict) -> tuple[str, str]:
+    """`word`, metrics/verdict.py `compare`'s reading of a paired figure (`higher`: the method's side, e.g.
+    "faster"), or "inconclusive" when the seeds without a plain figure could turn it; the second item says why."""
+    missing = [seed for seed, value in per_seed.items() if value is None]
+    no_difference = word.startswith("no difference")
+    if word not in (lower, higher) and not no_difference:
+        return word, f"{len(missing)} of {len(per_seed)} gave none" if missing else ""
+    if missing:
+        return "inconclusive", f"{word} over the seeds with a figure, but {len(missing)} of {len(per_seed)} gave none"
+    flatters = any(c.flatters_method for c in censored.values())
+    understates = any(not c.flatters_method for c in censored.values())
+    if (word == higher and flatters) or (word == lower and understates) or (no_difference and censored):
+        return "inconclusive", f"{word} only with unreached times counted at their runs' ends"
+    return word, ""

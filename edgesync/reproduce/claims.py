@@ -174,3 +174,5 @@ SHARDING_LAYER = Claim("SHAT throughput, layer-wise sharding ÷ none, 16 workers
 # what `edgesync reproduce` decides, in the order of its table
 CLAIMS = (ESYNC_SPEEDUP, ESYNC_TRAFFIC, ESYNC_NONIID, SHAT_SCALE, SHAT_HETERO, DGS_BYTES_UP, DGS_SPEEDUP, DGS_ACCURACY,
           DANA_GAP, DANA_HOMO, NAG_HOMO, DANA_HETERO, SHARDING_MEMORY, SHARDING_LAYER)
+# the experiments the claims read (the claims' docs note counts their runs only)
+CLAIMED = sorted({key for claim in CLAIMS for key in (claim.experiment, *claim.also)})

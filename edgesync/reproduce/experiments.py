@@ -30,6 +30,10 @@ _LR_GRID = "{lr: [0.05, 0.1, 0.2]}"  # ESync's experiments: SSGD, ASGD and ESync
 _SHAT_SCALE_GRID = "{lr: [0.0125, 0.025, 0.05]}"  # n = 16: ASP and SHAT; the scenario's 0.05 at the top
 _SHAT_GRID = "{lr: [0.025, 0.05, 0.1]}"
 _EQ3_SWEEP = "sweep={clients: [{count: 16, profile: gamma-homo}], sharding: [none, layer, memory]}"
+# FedAvg and the seven FL baselines: the clients' lr and the server's (global_lr: FedAvg's ε = 1 and FedAdam's
+# η = 0.01 on one log grid), FedProx's μ and FedAvgM's β, the same values for every entry that has the key
+_FL_GRID = "{lr: [0.025, 0.05, 0.1], global_lr: [0.01, 0.1, 1.0], mu: [0.01, 0.1], server_momentum: [0.5, 0.9]}"
+_FL_QUICK_GRID = "{lr: [0.05, 0.1]}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class Experiment:
     scenario: str
     quick: tuple[str, ...]
     full: tuple[str, ...] = ()
+    # False: `--quick` runs it only when `--only` names it (its quick runs alone would take most of the
+    # suite's twenty minutes)
+    in_quick: bool = True
 
 
 EXPERIMENTS = (
@@ -78,4 +85,10 @@ EXPERIMENTS = (
     # EQ3 on the VGG-like model: throughput depends on the links and the fixed step time, not on accuracy
     Experiment("shat_sharding", "scenarios/shat_sharding.yaml", quick=(_EQ3_SWEEP, "stop.max_updates=150"),
                full=(_EQ3_SWEEP,)),
+    # no paper claim (none of our source papers reports these baselines): a comparison table beside FedAvg
+    # (reproduce/baselines.py)
+    Experiment("fl_baselines", "scenarios/fl_baselines_noniid.yaml",
+               quick=("stop.time_budget_s=20", "stop.target_acc=0.7", "eval.test_size=1000",
+                      _tune(_FL_QUICK_GRID, "final_acc", 1, "{time_budget_s: 10}")),
+               full=(_tune(_FL_GRID, "final_acc", 1, "{time_budget_s: 20}"),), in_quick=False),
 )

@@ -1,5 +1,6 @@
 """docs/results.md's reproduced tables: the markers around each mode and runtime's table, the note on how its
-runs were made (minutes, seeds, machine, base step times), and writing the table between its markers."""
+runs were made (minutes, seeds, machine, base step times), and writing the table between its markers; and an
+experiment's comparison table (baselines.py) as a block of its own, drawn from its record in docs/data/."""
 from __future__ import annotations
 
 import json
@@ -17,9 +18,10 @@ def markers(key: str) -> tuple[str, str]:
 
 
 
-def docs_note(root: Path, key: str) -> str:
-    """What the docs block says of its runs: mode, folder, minutes, seeds, machine and base step times."""
-    manifest = read_manifest(root)
+def docs_note(root: Path, key: str, experiments: list[str] | None = None) -> str:
+    """What the docs block says of its runs (those of `experiments` only, if given): mode, folder, minutes,
+    seeds, machine and base step times."""
+    manifest = {k: e for k, e in read_manifest(root).items() if experiments is None or k in experiments}
     parts = [key, f"runs in `{root}`"]
     if manifest:
         total = sum(e["wall_s"] for e in manifest.values()) / 60
@@ -39,17 +41,19 @@ def docs_note(root: Path, key: str) -> str:
         machines = sorted({e["machine"] for e in manifest.values() if e.get("machine")})
         if machines:
             parts.append(f"machine: {'; '.join(machines)}")
-    steps = base_steps(root)
+    steps = base_steps(root, experiments)
     if steps:
         parts.append("base step " + _steps_text(steps))
     return ", ".join(parts)
 
 
-def base_steps(root: Path) -> list[float]:
-    """The ×1 device step times (ms) the runs under `root` used: a live run's from its clients' rows (the
-    shared base step each run measured), a simulated run's from its scenario.yaml."""
+def base_steps(root: Path, experiments: list[str] | None = None) -> list[float]:
+    """The ×1 device step times (ms) the runs under `root` (of `experiments` only, if given) used: a live run's
+    from its clients' rows (the shared base step each run measured), a simulated run's from its scenario.yaml."""
     found = set()
     for path in sorted(root.glob("*/scenario.yaml")):
+        if experiments is not None and path.parent.name not in experiments:
+            continue
         sc = yaml.safe_load(path.read_text()) or {}
         clients = path.parent / "clients.jsonl"
         if sc.get("runtime") == "live" and clients.exists():
@@ -79,3 +83,23 @@ def write_docs(text: str, key: str, note: str, doc: Path = ROOT / "docs" / "resu
     begin, end = markers(key)
     replace_block(doc, begin, end, f"_Written by `edgesync reproduce` ({note})._\n\n{text}",
                   missing=f"### The papers' claims, reproduced ({key})")
+
+
+def baselines_block(experiment: str, key: str) -> str:
+    """The name of an experiment's comparison block for a mode and runtime: 'baselines:fl_baselines:full-sim'."""
+    return f"baselines:{experiment}:{key}"
+
+
+def write_baselines(data: dict, key: str, note: str, doc: Path = ROOT / "docs" / "results.md",
+                    folder: Path | None = None) -> Path:
+    """Keep a comparison's record (baselines.record) in docs/data/ and draw its block in `doc` from it
+    (docs_data.write_block; a block not on the page yet is added at its end, under a heading). Returns the
+    record's path."""
+    from edgesync.docs_data import DATA_DIR, data_note, data_path, write_block
+    block = baselines_block(data["experiment"], key)
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+    if begin not in doc.read_text():
+        replace_block(doc, begin, end, "", missing=f"### {data['title']} ({key})")
+    folder = folder or DATA_DIR
+    write_block(doc, block, f"_Written by `edgesync reproduce` ({note}; {data_note(block)})._", data, folder)
+    return data_path(block, folder)

@@ -58,7 +58,7 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     seeds = list(seeds or SEEDS[mode])
     if only:  # an experiment's claims may also read runs kept in experiments of their own (claims.py `also`)
         only = [*only, *(extra for claim in CLAIMS if claim.experiment in only for extra in claim.also)]
-    todo = [exp for exp in EXPERIMENTS if not only or exp.key in only]
+    todo = [exp for exp in EXPERIMENTS if ((exp.key in only) if only else (exp.in_quick or not quick))]
     plans = {exp.key: [*(exp.quick if quick else exp.full), f"runtime={runtime}", f"seeds={seeds}"] for exp in todo}
     for exp in todo:  # every scenario checked before anything runs
         load_scenario(ROOT / exp.scenario, plans[exp.key])

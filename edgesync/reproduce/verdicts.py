@@ -9,7 +9,7 @@ from pathlib import Path
 from edgesync.metrics.seeds import by_seed, interval
 from edgesync.metrics.verdict import against
 from edgesync.reproduce.censoring import Censored, WatchedRows, censored_ratio, guarded
-from edgesync.reproduce.claims import CLAIMS
+from edgesync.reproduce.claims import CLAIMS, Claim
 
 
 def verdict(values: list[float], direction: str, threshold: float) -> str:
@@ -28,44 +28,48 @@ def evaluate(out: Path) -> list[dict]:
     for claim in CLAIMS:
         folder = out / claim.experiment
         summary = folder / "summary.json"
-        if not summary.exists():
-            continue
-        groups = _joined(out, claim, by_seed(json.loads(summary.read_text())))
-        per_seed: dict[int | None, float | None] = {}
-        censored: dict[int | None, Censored] = {}
-        diverged: dict[int | None, list[str]] = {}
-        read: dict[int | None, dict[str, dict]] = {}  # per seed, the rows the claim read (docs/data/, audit.py)
-        whys = []
-        for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-            watched = WatchedRows(rows)
-            try:
-                value = claim.measure(watched)
-                bound = censored_ratio(watched, *claim.times) if value is None and claim.times else None
-            except (KeyError, TypeError, ZeroDivisionError) as exc:
-                value = None
-                whys.append(f"missing in the run ({type(exc).__name__}: {exc})")
-            else:
-                if bound is not None:
-                    value, censored[seed] = bound.value, bound
-                elif value is None:
-                    whys.append("neither reached the target" if claim.times else "not reached")
-                elif not math.isfinite(value):
-                    value = None
-                    whys.append("not finite")
-            if names := watched.diverged():
-                diverged[seed] = names
-            read[seed] = {label: rows[label] for label in sorted(watched.read) if label in rows}
-            per_seed[seed] = value
-        values = [v for v in per_seed.values() if v is not None]
-        iv = interval(values)
-        shown, caveat = _read(values, claim.direction, claim.threshold, per_seed, censored)
-        magnitude, magnitude_caveat = ("n/a", "") if claim.paper_value is None else _read(
-            values, claim.direction, claim.paper_value, per_seed, censored)
-        results.append({"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed),
-                        "censored": censored, "diverged": diverged, "caveat": caveat,
-                        "why": "; ".join(dict.fromkeys(whys)), "folder": folder, "value": iv.mean, "verdict": shown,
-                        "magnitude": magnitude, "magnitude_caveat": magnitude_caveat, "rows": read})
+        if summary.exists():
+            results.append(decide(claim, _joined(out, claim, by_seed(json.loads(summary.read_text()))), folder))
     return results
+
+
+def decide(claim: Claim, groups: dict[int | None, dict[str, dict]], folder: Path | str) -> dict:
+    """One claim over `groups` (seed → label → summary row): its figure per seed, censored where a time was not
+    reached, the interval and both readings (what `evaluate` gives per claim; the baselines' readings too)."""
+    per_seed: dict[int | None, float | None] = {}
+    censored: dict[int | None, Censored] = {}
+    diverged: dict[int | None, list[str]] = {}
+    read: dict[int | None, dict[str, dict]] = {}  # per seed, the rows the claim read (docs/data/, audit.py)
+    whys = []
+    for seed, rows in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        watched = WatchedRows(rows)
+        try:
+            value = claim.measure(watched)
+            bound = censored_ratio(watched, *claim.times) if value is None and claim.times else None
+        except (KeyError, TypeError, ZeroDivisionError) as exc:
+            value = None
+            whys.append(f"missing in the run ({type(exc).__name__}: {exc})")
+        else:
+            if bound is not None:
+                value, censored[seed] = bound.value, bound
+            elif value is None:
+                whys.append("neither reached the target" if claim.times else "not reached")
+            elif not math.isfinite(value):
+                value = None
+                whys.append("not finite")
+        if names := watched.diverged():
+            diverged[seed] = names
+        read[seed] = {label: rows[label] for label in sorted(watched.read) if label in rows}
+        per_seed[seed] = value
+    values = [v for v in per_seed.values() if v is not None]
+    iv = interval(values)
+    shown, caveat = _read(values, claim.direction, claim.threshold, per_seed, censored)
+    magnitude, magnitude_caveat = ("n/a", "") if claim.paper_value is None else _read(
+        values, claim.direction, claim.paper_value, per_seed, censored)
+    return {"claim": claim, "per_seed": per_seed, "interval": iv, "seeds": len(per_seed), "censored": censored,
+            "diverged": diverged, "caveat": caveat, "why": "; ".join(dict.fromkeys(whys)), "folder": folder,
+            "value": iv.mean, "verdict": shown, "magnitude": magnitude, "magnitude_caveat": magnitude_caveat,
+            "rows": read}
 
 
 def _joined(out: Path, claim, groups: dict) -> dict:

@@ -152,7 +152,7 @@ def selection(scenario: Scenario, tuning: Scenario, summary: dict, split: dict, 
             "chosen_label": points[won]["label"] if won is not None else None,
             "figure": points[won]["figure"] if won is not None else None,
             "all_diverged": bool(points) and all(p["diverged"] for p in points),
-            "at_edge": edges(g.keys, points[won]["values"], ran) if won is not None else {},
+            "at_edge": edges(g.keys, points[won]["values"], ran, base) if won is not None else {},
         }
     return {"metric": tune.metric, "figure_key": key, "grid": tune.grid, "validation": split,
             "seed": tuning.seed, "stop": tuning.stop.model_dump(mode="json"), "runs": sum(len(e["points"]) for e in entries.values()),
