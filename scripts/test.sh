@@ -9,7 +9,8 @@
 #      machine's while the other lanes use the rest;
 #   3. one at a time at nice 19, the `ray` tests: one Ray at a time (a cluster test's `ray stop` ends every
 #      Ray on the machine), and at the parallel lane's priority, since beside a Ray test at normal priority
-#      the nice-19 lane got no CPU for tens of seconds and its 2 s timeouts failed.
+#      the nice-19 lane got no CPU for tens of seconds and its 2 s timeouts failed. The `serial_lane` tests
+#      (long, mostly waiting on subprocesses) run here too: this lane ended minutes before the parallel one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -19,7 +20,7 @@ export FLWR_TELEMETRY_ENABLED=0
 # compiles this project's modules again, and each pytest process rewrites every test file's asserts again.
 unset PYTHONDONTWRITEBYTECODE
 
-ray="ray"
+ray="ray or serial_lane"
 parallel="not (timing or $ray)"; timing="timing and not ($ray)"
 args=()
 while [ $# -gt 0 ]; do

@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from edgesync.cli.app import app
 from throwaway_venv import throwaway_python as make_throwaway_python
 
+pytestmark = pytest.mark.serial_lane  # pip and a pytest of their own: waiting on subprocesses, beside the Ray tests
+
 # the generated tests run in a pytest of their own: none of this one's settings (an xdist worker's) reach it
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, "FLWR_TELEMETRY_ENABLED": "0"}
 
