@@ -70,6 +70,8 @@ def assert_ran_the_example(out: Path) -> None:
     expected = {"distribution": "edgesync-feddyn", "version": VERSION, "code_hash": code_hash("edgesync_feddyn")}
     assert [(r["kind"], r["name"]) for r in records] == [("algorithm", "feddyn"), ("model", "widenet")]
     assert all({k: r[k] for k in expected} == expected for r in records), records
+    # nobody lost its g_k: the server's h stayed the clients' mean all along (no restart of the pair)
+    assert not [r for r in read_jsonl(out / "updates.jsonl") if "dyn_reset" in r]
 
 
 def test_the_installed_package_is_the_example():
