@@ -172,15 +172,15 @@ class Membership:
         """Refuse a client whose outside code differs, fatally, with `line`. A rank no live client holds counts as
         lost from the start, `line` its reason (clients.jsonl): nobody waits for it, algorithms run without it."""
         log.warning("%s", line)
+        if rank is not None and not (rank in self.peers and rank not in self.liveness.lost):
+            # no live client holds the rank (else only this HELLO is refused): lost, before the answer goes out
+            if rank not in self.peers:
+                info = hello.meta.get("info") or {}
+                self.peers[rank] = Peer(rank, identity, info, self.scenario.clients[rank].profile,
+                                        hello.meta.get("instance"))  # not in `ranks`: its socket is not heard
+            if not self.liveness.lose(rank, line):
+                self.liveness.lost[rank] = line  # lost before: its row says why the new process was not taken
         self.sock.send(identity, protocol.error(line, fatal=True))
-        if rank is None or (rank in self.peers and rank not in self.liveness.lost):
-            return  # a live client holds the rank: only this HELLO is refused
-        if rank not in self.peers:
-            info = hello.meta.get("info") or {}
-            self.peers[rank] = Peer(rank, identity, info, self.scenario.clients[rank].profile,
-                                    hello.meta.get("instance"))  # not in `ranks`: its socket is not heard
-        if not self.liveness.lose(rank, line):
-            self.liveness.lost[rank] = line  # lost before: its row says why the new process was not taken
 
     # -- joining -----------------------------------------------------------------------------------
     def join_all(self, progress: Progress) -> None:
