@@ -77,6 +77,23 @@ def load_entry_point(ep: metadata.EntryPoint, kind: str) -> Any:
                              f"it: {type(exc).__name__}: {exc}") from None
 
 
+def module_of(name: str, kind: str) -> str:
+    """The module an outside `name` of `kind` lives in: a reference's, or its installed entry point's."""
+    return name.split(":")[0] if is_reference(name) else entry_points(kind)[name].module
+
+
+def find_outside(name: str, kind: str, what: str | None = None) -> tuple[Any, str] | None:
+    """What an outside `name` of `kind` ("algorithm", "model", "dataset", "profile") stands for, imported or loaded,
+    and its module; None when it is neither a reference nor an installed entry point. ExtensionError (naming it as
+    `what`, by default the kind) when it is one of them but cannot be loaded."""
+    what = what or kind
+    if is_reference(name):
+        return import_reference(name, what), module_of(name, kind)
+    if name in (eps := entry_points(kind)):
+        return load_entry_point(eps[name], what), eps[name].module
+    return None
+
+
 def check_api(declared: str | None, what: str, on: str = "its spec") -> None:
     """Refuse an extension written for another major version of the contract than this edgesync's; `on` says
     where the extension declares it."""

@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient
+from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, local_epochs_field
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Send, Update
 from edgesync.algorithms.machinery.participation import ParticipationConfig
 
@@ -35,8 +35,7 @@ class FedNovaConfig(ParticipationConfig):
     name: Literal["fednova"] = "fednova"
     local_steps: int = Field(10, ge=1, description="τ, local SGD steps per round (an instruction may set "
                                                   "fewer or more per client)")
-    local_epochs: float | None = Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round "
-                                       "instead of local_steps (n_i its samples, B the batch)")
+    local_epochs: float | None = local_epochs_field()
     global_lr: float = Field(1.0, gt=0, description="η_g, the server learning rate: x ← x − η_g·τ_eff·Σ p_i·d_i")
     weighted: bool = Field(True, description="p_i = the client's share of the round's training samples; "
                                              "false: 1/|S|")

@@ -30,12 +30,17 @@ class DeltaConfig(RoundConfig):
     weighted: bool = Field(False, description="weight Δ_i by the client's training samples (FedAvg)")
 
 
+def local_epochs_field():
+    """The `local_epochs` key of every config whose clients run `round_steps` (local SGD's, SCAFFOLD's, FedNova's)."""
+    return Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round instead of local_steps (n_i "
+                 "its samples, B the batch): unequal work where the shards differ, as in FedAvg's and FedNova's "
+                 "papers")
+
+
 class LocalSGDConfig(DeltaConfig):
     name: Literal["local_sgd"] = "local_sgd"
     local_steps: int = Field(10, ge=1, description="H, local SGD steps per round")
-    local_epochs: float | None = Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round "
-                                       "instead of local_steps (n_i its samples, B the batch): unequal work "
-                                       "where the shards differ, as in FedAvg's and FedNova's papers")
+    local_epochs: float | None = local_epochs_field()
 
 
 def round_steps(config, instruction: Instruction, trainer) -> int:
@@ -43,9 +48,8 @@ def round_steps(config, instruction: Instruction, trainer) -> int:
     else ⌈E·n_i/B⌉ when the config counts epochs (`local_epochs`), else the config's `local_steps`."""
     if "local_steps" in instruction.meta:
         return int(instruction.meta["local_steps"])
-    epochs = getattr(config, "local_epochs", None)
-    if epochs:
-        return max(1, math.ceil(epochs * trainer.num_samples / trainer.batch_samples))
+    if config.local_epochs:
+        return max(1, math.ceil(config.local_epochs * trainer.num_samples / trainer.batch_samples))
     return int(config.local_steps)
 
 

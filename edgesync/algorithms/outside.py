@@ -13,8 +13,7 @@ import dataclasses
 from typing import Literal
 
 from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, ServerAlgorithm
-from edgesync.extensions import (ExtensionError, ExtensionInfo, check_api, describe, entry_points, import_reference,
-                                 is_reference, load_entry_point)
+from edgesync.extensions import ExtensionError, ExtensionInfo, check_api, describe, entry_points, find_outside
 
 _RESOLVED: dict[str, tuple[AlgorithmSpec, ExtensionInfo]] = {}
 
@@ -24,12 +23,9 @@ def resolve(name: str) -> AlgorithmSpec | None:
     it is neither. ExtensionError when it is one of them but cannot be used."""
     if name in _RESOLVED:
         return _RESOLVED[name][0]
-    if is_reference(name):
-        obj, module = import_reference(name, "algorithm"), name.split(":")[0]
-    elif name in (eps := entry_points("algorithm")):
-        obj, module = load_entry_point(eps[name], "algorithm"), eps[name].module
-    else:
+    if (found := find_outside(name, "algorithm")) is None:
         return None
+    obj, module = found
     spec = _checked(name, obj)
     _RESOLVED[name] = (spec, describe(name, module))
     return spec

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, round_steps
+from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, local_epochs_field, round_steps
 from edgesync.algorithms.machinery.base import (AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update,
                                                 UpdateFormat)
 from edgesync.algorithms.machinery.participation import ParticipationConfig
@@ -62,8 +62,7 @@ from edgesync.algorithms.machinery.participation import ParticipationConfig
 class ScaffoldConfig(ParticipationConfig):
     name: Literal["scaffold"] = "scaffold"
     local_steps: int = Field(10, ge=1, description="K, local SGD steps per round")
-    local_epochs: float | None = Field(None, gt=0, description="E: each client runs ⌈E·n_i/B⌉ steps a round "
-                                       "instead of local_steps (n_i its samples, B the batch)")
+    local_epochs: float | None = local_epochs_field()
     global_lr: float = Field(1.0, gt=0, description="η_g, the server learning rate: x ← x + (η_g/|S|)·ΣΔy")
     control_option: Literal[1, 2] = Field(
         2, description="how a client refreshes c_i: 1 = the gradient of its whole shard at x (a full pass, "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -22,10 +23,7 @@ class OutsideNamed(Strict):
     KIND: ClassVar[str]
     BUILT_IN: ClassVar[tuple[str, ...]]
     CALLABLE: ClassVar[str]  # what the outside callable is: "loader", "builder"
-
-    @classmethod
-    def outside(cls, name: str) -> Any:
-        raise NotImplementedError
+    outside: ClassVar[Callable[[str], Any]]  # the outside callable `name` stands for, None if it names none
 
     @field_validator("name", check_fields=False)
     @classmethod

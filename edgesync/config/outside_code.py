@@ -16,7 +16,7 @@ from typing import Any
 from edgesync import algorithms
 from edgesync.algorithms import outside
 from edgesync.config.scenario import Scenario
-from edgesync.extensions import ENTRY_POINT_GROUPS, ExtensionError, ExtensionInfo, describe, entry_points, is_reference
+from edgesync.extensions import ENTRY_POINT_GROUPS, ExtensionError, ExtensionInfo, describe, module_of
 from edgesync.data.datasets import DATASET_NAMES, outside_loader
 from edgesync.emulation.profiles import KINDS, outside_info, outside_kind
 from edgesync.models import MODEL_NAMES, outside_builder
@@ -65,7 +65,7 @@ def resolve_outside(kind: str, name: str) -> ExtensionInfo:
                              f"point of {ENTRY_POINT_GROUPS[kind]} here (pip install the package that provides it)")
     if info is not None:  # kept by the loader, which checked the object
         return info(name)
-    return describe(name, name.split(":")[0] if is_reference(name) else entry_points(kind)[name].module)
+    return describe(name, module_of(name, kind))
 
 
 def describe_request(meta: dict[str, Any]) -> dict[str, str] | None:

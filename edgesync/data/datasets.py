@@ -20,7 +20,7 @@ from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, MNIST_M
                                   ArrayDataset, DataNotFoundError, explicit_root_error, to_tensor)
 from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
-from edgesync.extensions import ExtensionError, entry_points, import_reference, is_reference, load_entry_point
+from edgesync.extensions import ExtensionError, find_outside
 
 __all__ = ["DATASET_NAMES", "INPUT_SHAPES", "ArrayDataset", "download_cifar10", "download_fashion_mnist",
            "load_dataset", "outside_loader", "to_tensor"]
@@ -38,12 +38,9 @@ DATASET_NAMES = tuple(INPUT_SHAPES)
 def outside_loader(name: str) -> Callable[..., ArrayDataset] | None:
     """The loader an outside dataset name stands for (a `package.module:loader` reference or an entry point of
     edgesync.datasets, edgesync/extensions.py); None for neither."""
-    if is_reference(name):
-        found = import_reference(name, "dataset")
-    elif name in (eps := entry_points("dataset")):
-        found = load_entry_point(eps[name], "dataset")
-    else:
+    if (outside := find_outside(name, "dataset")) is None:
         return None
+    found = outside[0]
     if not callable(found):
         raise ExtensionError(f"dataset {name!r}: names a {type(found).__name__}, not a callable that loads a dataset")
     return found

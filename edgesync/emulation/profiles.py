@@ -31,8 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from edgesync.emulation.traces import Steps, given_rows
-from edgesync.extensions import (ExtensionError, ExtensionInfo, check_api, describe, entry_points, import_reference,
-                                 is_reference, load_entry_point)
+from edgesync.extensions import ExtensionError, ExtensionInfo, check_api, describe, entry_points, find_outside
 
 
 class DeviceProfile(BaseModel):
@@ -291,12 +290,9 @@ def outside_kind(name: str) -> type[DeviceProfile] | None:
     edgesync.profiles), loaded once; None when it is neither. ExtensionError when it cannot be used."""
     if name in _OUTSIDE:
         return _OUTSIDE[name][0]
-    if is_reference(name):
-        found, module = import_reference(name, "profile kind"), name.split(":")[0]
-    elif name in (eps := entry_points("profile")):
-        found, module = load_entry_point(eps[name], "profile kind"), eps[name].module
-    else:
+    if (outside := find_outside(name, "profile", "profile kind")) is None:
         return None
+    found, module = outside
     _OUTSIDE[name] = (_renamed(_checked_kind(name, found), name), describe(name, module))
     return _OUTSIDE[name][0]
 

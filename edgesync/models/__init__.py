@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from edgesync.extensions import ExtensionError, entry_points, import_reference, is_reference, load_entry_point
+from edgesync.extensions import ExtensionError, find_outside
 
 from edgesync.models.cnn import SmallCNN
 from edgesync.models.resnet import resnet18_small
@@ -42,12 +42,9 @@ def parse_model_id(model: str) -> tuple[str, dict[str, Any]]:
 
 def outside_builder(name: str) -> Callable[..., nn.Module] | None:
     """The builder an outside model name stands for (a reference or an entry point); None for neither."""
-    if is_reference(name):
-        found = import_reference(name, "model")
-    elif name in (eps := entry_points("model")):
-        found = load_entry_point(eps[name], "model")
-    else:
+    if (outside := find_outside(name, "model")) is None:
         return None
+    found = outside[0]
     if not callable(found):
         raise ExtensionError(f"model {name!r}: names a {type(found).__name__}, not a callable that builds a model")
     return found
