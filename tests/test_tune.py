@@ -15,6 +15,7 @@ from edgesync.runtime.tuning import (apply_choice, choose, entry_grids, run_coun
 from edgesync.runtime.tuning_edges import edges, extended_grid, ranged, step_past
 from edgesync.config import ScenarioError, load_scenario
 from edgesync.config.limits import MAX_TUNE_RUNS
+from edgesync.config.tune import DEFAULT_TUNING_SEED
 from edgesync.config.tune_grid import tune_points
 
 FOUR = [{"name": "asgd", "lr": 0.05},
@@ -64,7 +65,18 @@ def test_the_tuning_runs_are_one_scenario_on_the_tuning_seed_evaluated_on_valida
     dgs = next(a for a in tuning.algorithms if a.key == "mine@lr=0.05,momentum=0.9")
     assert (dgs.name, dgs.lr, dgs.momentum, dgs.rate) == ("dgs", 0.05, 0.9, 0.01)  # the rest as the entry has it
     assert tuning.tune == sc.tune  # the same validation set is held out
-    assert tuning_scenario(scenario({"grid": GRID})).seed == 3  # default: the scenario's seed
+    assert tuning_scenario(scenario({"grid": GRID})).seed == DEFAULT_TUNING_SEED  # default: not an evaluation seed
+
+
+def test_a_tuning_seed_that_also_judges_is_refused():
+    with pytest.raises(ScenarioError, match=r"tune.seed 3 is also an evaluation seed \(seed: 3\)"):
+        scenario({"grid": GRID, "seed": 3})
+    with pytest.raises(ScenarioError, match=r"tune.seed 1 is also an evaluation seed \(seeds: \[0, 1, 2\]\)"):
+        load_scenario({"name": "t", "seeds": [0, 1, 2], "clients": 2, "runtime": "sim",
+                       "algorithms": [{"name": "asgd"}], "tune": {"grid": {"lr": [0.01, 0.02]}, "seed": 1}})
+    with pytest.raises(ScenarioError, match="tune.seed 100 is also an evaluation seed"):
+        load_scenario({"name": "t", "seeds": [99, 100], "clients": 2, "runtime": "sim",
+                       "algorithms": [{"name": "asgd"}], "tune": {"grid": {"lr": [0.01, 0.02]}}})
 
 
 def test_the_chosen_values_replace_the_entries_values_and_nothing_else():
@@ -128,7 +140,7 @@ def test_selection_records_every_point_the_choice_and_the_untuned_values():
     assert e["mine"]["chosen"] == {"lr": 0.05, "momentum": 0.9}  # equal times: the better final accuracy
     assert e["mine"]["grid"] == {"lr": [0.01, 0.05], "momentum": [0.9]}
     assert [p["figure"] for p in e["dgc_async"]["points"]] == [30.0, 5.0]
-    assert record["runs"] == 8 and record["metric"] == "time_to_target" and record["seed"] == 3
+    assert record["runs"] == 8 and record["metric"] == "time_to_target" and record["seed"] == DEFAULT_TUNING_SEED
     assert record["validation"] == split
     # the report's section shows the grid, each choice and every point
     text = "\n".join(tuning_section(record))

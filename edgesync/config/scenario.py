@@ -139,6 +139,19 @@ class Scenario(Strict):
                              "set is (tune.validation_fraction or tune.validation_size)")
         return self
 
+    @model_validator(mode="after")
+    def _tuning_seed_is_not_judged(self) -> "Scenario":
+        """A seed that chose the values would also judge them: its runs favour whatever it chose."""
+        if self.tune is None or self.eval.on == "validation":  # the tuning runs themselves
+            return self
+        judged = self.seeds or [self.seed]
+        if self.tune.tuning_seed in judged:
+            where = "seeds" if self.seeds else "seed"
+            raise ValueError(f"tune.seed {self.tune.tuning_seed} is also an evaluation seed ({where}: "
+                             f"{judged if self.seeds else self.seed}): give tune.seed a seed the final runs do "
+                             "not use, so that no seed both chooses the values and judges them")
+        return self
+
     @field_validator("clients", mode="before")
     @classmethod
     def _clients(cls, value: Any) -> Any:

@@ -18,6 +18,10 @@ class StopSpec(Strict):
     target_acc: float | None = Field(0.8, gt=0, le=1, description="accuracy for time-to-accuracy")
     stop_at_target: bool = Field(False, description="end an algorithm once it reaches target_acc")
     max_updates: int | None = Field(None, ge=1, description="global model updates per algorithm")
+    collapse_evals: int | None = Field(3, ge=1, description="end an algorithm as diverged once its model, having "
+                                       "learned (best accuracy at least twice chance), is back at chance (at most "
+                                       "1.2 × 1/classes) for this many evaluations in a row, with a finite loss "
+                                       "(a non-finite one ends it at once); null: never")
 
     @model_validator(mode="before")
     @classmethod

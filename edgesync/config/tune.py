@@ -8,6 +8,9 @@ from pydantic import Field, model_validator
 from edgesync.config.strict import Strict
 
 DEFAULT_VALIDATION_FRACTION = 0.1  # of the training samples, held out when a `tune` block gives no size
+# The tuning runs' seed when `tune.seed` is left out: one no evaluation uses by default, so that no seed both
+# chooses the values and judges them (a scenario that evaluates on it must name another).
+DEFAULT_TUNING_SEED = 100
 
 
 class TuneStopSpec(Strict):
@@ -32,8 +35,12 @@ class TuneSpec(Strict):
                                               f"{DEFAULT_VALIDATION_FRACTION} unless validation_size is set")
     validation_size: int | None = Field(None, ge=1, description="held-out samples as a count, instead of "
                                         "validation_fraction")
-    seed: int | None = Field(None, description="the tuning runs' seed; null = the scenario's seed (keep it out of "
-                             "`seeds` so that no seed both chooses and evaluates)")
+    seed: int | None = Field(None, ge=0, description=f"the tuning runs' seed; null = {DEFAULT_TUNING_SEED}. It may "
+                             "not be an evaluation seed (`seed`, or one of `seeds`): no seed both chooses and judges")
+
+    @property
+    def tuning_seed(self) -> int:
+        return DEFAULT_TUNING_SEED if self.seed is None else self.seed
     extend: int = Field(0, ge=0, le=5, description="times a numeric grid key whose chosen value is the grid's "
                         "least or greatest gets one more value past that edge (one geometric step) and is tuned "
                         "again; an edge still chosen after that is reported")

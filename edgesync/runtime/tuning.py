@@ -18,7 +18,7 @@ alike, so every entry's final run trains on exactly the data its tuning runs tra
 the choice looked at is trained on afterwards. The tuning runs evaluate on the validation set
 (`eval.on: validation`), the final runs on the test set: the test set never chooses anything.
 
-The tuning runs use one seed (`tune.seed`, default the scenario's `seed`) and `tune.stop` over the
+The tuning runs use one seed (`tune.seed`, default 100: never an evaluation seed) and `tune.stop` over the
 scenario's stop rules; the chosen values then hold for every seed of the final runs. Choosing (`choose`)
 ranks an entry's points by, in turn: a diverged point (or one with no evaluation) last; the metric
 (higher accuracy, or shorter time to target, a target never reached after every time); then the final
@@ -92,7 +92,7 @@ def tuning_scenario(scenario: Scenario) -> Scenario:
     data.pop("sweep", None)
     data.pop("seeds", None)  # tuning runs are one seed; the chosen values serve every seed
     data["name"] = f"{scenario.name}-tuning"
-    data["seed"] = scenario.seed if tune.seed is None else tune.seed
+    data["seed"] = tune.tuning_seed
     data["eval"]["on"] = "validation"
     data["stop"].update(tune.stop.model_dump(exclude_none=True))
     entries = data["algorithms"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
+from edgesync.config.tune import DEFAULT_TUNING_SEED
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.bookkeeping.checkpoint import CheckpointError
 from edgesync.runtime.runs import run_scenario
@@ -147,7 +148,7 @@ def test_the_tuning_runs_use_one_seed_and_the_choice_serves_every_seed(tmp_path,
     scenario = {**SCENARIO, "seeds": [1, 2], "tune": {"grid": {"lr": [0.02, 0.1]}, "validation_size": VALIDATION}}
     summary = run_scenario(load_scenario(scenario), out, progress=False)
     tuning = yaml.safe_load((out / "tuning" / "scenario.yaml").read_text())
-    assert tuning["seeds"] is None and tuning["seed"] == 1  # the scenario's seed: one seed
+    assert tuning["seeds"] is None and tuning["seed"] == DEFAULT_TUNING_SEED  # one seed, none of the final runs'
     assert list(json.loads((out / "tuning" / "summary.json").read_text())) == [
         "asgd@lr=0.02", "asgd@lr=0.1", "dgc_async@lr=0.02", "dgc_async@lr=0.1"]
     record = json.loads((out / "tuning.json").read_text())

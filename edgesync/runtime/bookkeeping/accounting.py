@@ -10,6 +10,7 @@ compares them). Each client keeps a `ClientClock` (its wait and wall time) and r
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,6 +25,12 @@ from edgesync.config.stop_eval import StopSpec
 from edgesync.trainer import StepSample, StepTimeline, TrainerStats
 
 TIME_DIGITS = 6  # time stamps in every row: µs, finer than any runtime's clock is meaningful
+# stop.collapse_evals: a model has learned once its best accuracy reaches LEARNED × chance, and is back at
+# chance at AT_CHANCE × chance or below (a collapsed model predicts one class: chance on a balanced test set,
+# a little more on a sampled one).
+LEARNED, AT_CHANCE = 2.0, 1.2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,6 +47,8 @@ class AlgorithmAccount:
     reached_target: bool = False
     diverged: bool = False
     best_acc: float = 0.0
+    chance_acc: float | None = None  # 1 / classes: the accuracy of a model that learned nothing, or forgot it
+    evals_at_chance: int = 0  # evaluations in a row back at chance after the model had learned
     last_row: dict[str, Any] | None = None
     final_row: dict[str, Any] | None = None  # the entry's final evaluation, once written: the entry is over
 
@@ -77,12 +86,26 @@ class AlgorithmAccount:
         self.best_acc = max(self.best_acc, row["test_acc"])
         if self.stop.target_acc is not None and row["test_acc"] >= self.stop.target_acc:
             self.reached_target = True
+        if self._collapsed(row["test_acc"]):
+            diverged = True
+            row["collapsed"] = True
+            log.warning("%s: back at chance (accuracy %.3f, best %.3f) for %d evaluations in a row: diverged",
+                        self.key, row["test_acc"], self.best_acc, self.evals_at_chance)
         if diverged or not math.isfinite(row["test_loss"]):  # nothing more to learn from this model
             self.diverged = row["diverged"] = True
         self.last_row = row
         self.recorder.log_eval(row)
         self.progress.update(row)
         return row
+
+    def _collapsed(self, acc: float) -> bool:
+        """Whether this evaluation makes `stop.collapse_evals` in a row at chance, after the model had learned:
+        a model that forgot everything with a finite loss would otherwise train on to the budget."""
+        if self.chance_acc is None or self.stop.collapse_evals is None:
+            return False
+        learned = self.best_acc >= LEARNED * self.chance_acc
+        self.evals_at_chance = self.evals_at_chance + 1 if learned and acc <= AT_CHANCE * self.chance_acc else 0
+        return self.evals_at_chance >= self.stop.collapse_evals
 
     def log_evals(self, results: list[tuple[dict[str, Any], float, float]]) -> None:
         """Rows of evaluations made off the runtime's loop (counters, accuracy, loss), in the order made."""

@@ -159,7 +159,8 @@ class Coordinator:
         base_s = self.phases.base_step_s()
         stop = sc.stop.for_base_step(base_s)  # a budget in base steps: the shared base step's
         log.info("%s: time budget %.1f s (base step %.2f ms)", config.key, stop.time_budget_s, 1e3 * base_s)
-        account = self.account = AlgorithmAccount(config, stop, self.recorder, self.progress)
+        account = self.account = AlgorithmAccount(config, stop, self.recorder, self.progress,
+                                                  chance_acc=1 / self.workload.data.num_classes)
         self.refused, self.nonfinite, self.seen = {}, 0, {}
         server.now = lambda: time.perf_counter() - self._started
         self._bytes0 = (dict(self.sock.bytes_in), dict(self.sock.bytes_out))

@@ -193,7 +193,8 @@ class Simulator:
         self.heap: list[Event] = []
         self.seq = itertools.count()
         self.stop = sc.stop.for_base_step(self.step_s[config.batch_size])  # a budget in base steps: the ×1 step's
-        self.account = AlgorithmAccount(config, self.stop, self.recorder, self.progress)
+        self.account = AlgorithmAccount(config, self.stop, self.recorder, self.progress,
+                                        chance_acc=1 / self.data.num_classes)
         self.queries = QueryingClients(clients, self.account, self.push, self._finished)  # ESync's State Server
         self.ring = SimRing(self, server)  # all-reduce: updates wait for the round's ring (ring.py)
         shards = Shards(self.shard_plan.fractions, *sc.coordinator_links(), seed=sc.seed)
