@@ -156,8 +156,7 @@ class Coordinator:
         server.population = Population(sc.seed, {r: len(split) for r, split in enumerate(self.workload.splits)})
         self.update_check = UpdateCheck.for_server(server, initial)
         server = self.shards.wrap(server, config, self.workload.initial, in_it)
-        base_s = self.phases.base_step_s()
-        stop = sc.stop.for_base_step(base_s)  # a budget in base steps: the shared base step's
+        stop = sc.stop.for_base_step(base_s := self.phases.base_step_s())  # a budget in base steps: the shared one's
         log.info("%s: time budget %.1f s (base step %.2f ms)", config.key, stop.time_budget_s, 1e3 * base_s)
         account = self.account = AlgorithmAccount(config, stop, self.recorder, self.progress,
                                                   chance_acc=1 / self.workload.data.num_classes)
