@@ -1,6 +1,6 @@
 """Simulator scale: peak memory and wall time for 10, 100 and 1,000 clients.
 
-    .venv/bin/python benchmarks/sim_scale.py [--sizes 10 100 1000] [--steps 2000]
+    .venv/bin/python benchmarks/sim_scale.py [--sizes 10 100 1000] [--steps 2000] [--repeats 1] [--write-docs]
 
 Each (clients, algorithm) pair runs in a fresh subprocess, so its peak RSS (getrusage's ru_maxrss)
 is its own. Every run trains the small CNN on Fashion-MNIST (all 60,000 training images, split
@@ -10,7 +10,10 @@ min(0.05, 0.5 / clients); SSGD: max_updates = steps / clients rounds, at least 2
 evaluations (t = 0 and the end) on 500
 test images. Printed per run: updates, steps the clients ran, wall time of the simulation (data
 loading excluded, client set-up included), milliseconds per step, RSS after loading the data, peak
-RSS, and the growth between the two (in all and per client).
+RSS, and the growth between the two (in all and per client). With `--repeats R` the sizes run R times,
+interleaved (every size once per repeat: the machine's speed drifts), and each figure is the mean (± sd
+for the time per step). `--write-docs` puts the table into docs/simulator.md ("Clients vs memory and
+time", `sim_clients:table`) and every run's figures into docs/data/sim_clients-table.json.
 
     .venv/bin/python benchmarks/sim_scale.py --backends [--repeats 3] [--budget 10] [--write-docs]
 
@@ -55,7 +58,8 @@ from edgesync.docs_data import data_note, write_block  # noqa: E402
 from edgesync.metrics.seeds import interval  # noqa: E402
 from edgesync.metrics.verdict import against  # noqa: E402
 
-BACKENDS_BLOCK, SCALE_BLOCK = "sim_backends", "sim_at_scale"
+BACKENDS_BLOCK, SCALE_BLOCK, CLIENTS_BLOCK = "sim_backends", "sim_at_scale", "sim_clients:table"
+MIB = 2 ** 20
 
 
 def child(clients: int, algorithm: str, steps: int) -> None:
@@ -222,15 +226,55 @@ def render_backends(data: dict) -> str:
     return "\n".join(lines)
 
 
+def render_clients(data: dict) -> str:
+    """The sim_clients table from every run's figures (as docs/data/sim_clients-table.json keeps them): per
+    (clients, algorithm), the mean over its repeats, and the time per step at the most clients over the fewest."""
+    import statistics
+
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for r in data["runs"]:
+        groups.setdefault((r["clients"], r["algorithm"]), []).append(r)
+
+    def mean(runs: list[dict], figure) -> float:
+        return statistics.fmean(figure(r) for r in runs)
+
+    def ms_per_step(r: dict) -> float:
+        return 1000 * r["wall_s"] / r["steps"]
+
+    lines = ["| clients | algorithm | runs | updates | steps | wall (s) | ms per step | RSS after data (MiB) "
+             "| peak RSS (MiB) | growth (MiB) | growth per client (MiB) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (n, algorithm), runs in sorted(groups.items()):
+        step = [ms_per_step(r) for r in runs]
+        spread = f" ± {statistics.stdev(step):.2f}" if len(step) > 1 else ""
+        growth = mean(runs, lambda r: (r["peak_rss"] - r["base_rss"]) / MIB)
+        lines.append(f"| {n:,} | {algorithm} | {len(runs)} | {mean(runs, lambda r: r['updates']):,.0f} "
+                     f"| {mean(runs, lambda r: r['steps']):,.0f} | {mean(runs, lambda r: r['wall_s']):.1f} "
+                     f"| {statistics.fmean(step):.2f}{spread} | {mean(runs, lambda r: r['base_rss'] / MIB):,.0f} "
+                     f"| {mean(runs, lambda r: r['peak_rss'] / MIB):,.0f} | {growth:,.0f} | {growth / n:.3f} |")
+    notes = []
+    for algorithm in dict.fromkeys(a for _, a in sorted(groups)):
+        sizes = sorted(n for n, a in groups if a == algorithm)
+        if len(sizes) > 1:
+            few, many = (statistics.fmean(ms_per_step(r) for r in groups[(n, algorithm)]) for n in (sizes[0], sizes[-1]))
+            notes.append(f"{algorithm} {many / few:.2f}×")
+    if notes:
+        lines += ["", f"Time per step with the most clients over the fewest: {', '.join(notes)}. About "
+                      f"{data['steps']:,} steps per run, each in a fresh process; means over the runs (± sd)."]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     ap.add_argument("--algorithms", nargs="+", default=["asgd", "ssgd"])
     ap.add_argument("--steps", type=int, default=2000, help="about this many gradient steps per run")
     ap.add_argument("--backends", action="store_true", help="serial vs Ray backend instead (see above)")
-    ap.add_argument("--repeats", type=int, default=3, help="--backends: pairs of runs")
+    ap.add_argument("--repeats", type=int, default=None, help="--backends: pairs of runs (3); else: runs of every "
+                    "size (1)")
     ap.add_argument("--budget", type=float, default=10.0, help="--backends: virtual seconds per entry")
-    ap.add_argument("--write-docs", action="store_true", help="--backends: put the table into docs/benchmarks.md")
+    ap.add_argument("--write-docs", action="store_true", help="put the table into the docs (--backends: "
+                    "docs/benchmarks.md; else docs/simulator.md)")
     ap.add_argument("--scenario", help="a scenario at scale instead (see above)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="--scenario: an override")
     ap.add_argument("--scenario-child", nargs=2, metavar=("PATH", "LABEL"), help=argparse.SUPPRESS)
@@ -256,31 +300,53 @@ def main() -> None:
             write_block(ROOT / "docs" / "simulator.md", SCALE_BLOCK, note, data)
         return
     if args.backends:
-        data = {"budget": args.budget, "workers": os.cpu_count(), "repeats": compare_backends(args.repeats, args.budget)}
+        repeats = args.repeats or 3
+        data = {"budget": args.budget, "workers": os.cpu_count(), "repeats": compare_backends(repeats, args.budget)}
         print(render_backends(data))
         if args.write_docs:
             note = (f"_Written by `benchmarks/sim_scale.py --backends --write-docs` ({platform.node()}, {os.cpu_count()} "
-                    f"cores, `--repeats {args.repeats} --budget {args.budget:g}`); {data_note(BACKENDS_BLOCK)}._")
+                    f"cores, `--repeats {repeats} --budget {args.budget:g}`); {data_note(BACKENDS_BLOCK)}._")
             write_block(ROOT / "docs" / "benchmarks.md", BACKENDS_BLOCK, note, data)
         return
 
-    mb = 1 / 2 ** 20
+    import torch
+
+    from edgesync.reproduce import machine
+
+    mb = 1 / MIB
+    repeats = args.repeats or 1
     print(f"small CNN (184,586 parameters: 0.74 MB a model), Fashion-MNIST 60,000 images, x1 clients, "
-          f"~{args.steps} steps per run, one fresh process per run")
+          f"~{args.steps} steps per run, one fresh process per run, {repeats} repeat(s)")
     print(f"{'clients':>7} {'algorithm':9} {'updates':>7} {'steps':>6} {'wall s':>7} {'ms/step':>8} "
           f"{'RSS after data MiB':>18} {'peak RSS MiB':>12} {'growth MiB':>10} {'MiB/client':>10}", flush=True)
-    for n in args.sizes:
-        for algorithm in args.algorithms:
-            proc = subprocess.run([sys.executable, __file__, "--child", str(n), algorithm, str(args.steps)],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{n:>7} {algorithm:9} FAILED (status {proc.returncode}):\n{proc.stderr[-2000:]}")
-                continue
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
-            growth = (r["peak_rss"] - r["base_rss"]) * mb
-            print(f"{n:>7} {algorithm:9} {r['updates']:>7} {r['steps']:>6} {r['wall_s']:>7.1f} "
-                  f"{1000 * r['wall_s'] / r['steps']:>8.2f} {r['base_rss'] * mb:>18.0f} {r['peak_rss'] * mb:>12.0f} "
-                  f"{growth:>10.0f} {growth / n:>10.3f}", flush=True)
+    runs, failed, started = [], 0, time.perf_counter()
+    for repeat in range(repeats):
+        for n in args.sizes:
+            for algorithm in args.algorithms:
+                proc = subprocess.run([sys.executable, __file__, "--child", str(n), algorithm, str(args.steps)],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    print(f"{n:>7} {algorithm:9} FAILED (status {proc.returncode}):\n{proc.stderr[-2000:]}")
+                    failed += 1
+                    continue
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                runs.append({**r, "repeat": repeat})
+                growth = (r["peak_rss"] - r["base_rss"]) * mb
+                print(f"{n:>7} {algorithm:9} {r['updates']:>7} {r['steps']:>6} {r['wall_s']:>7.1f} "
+                      f"{1000 * r['wall_s'] / r['steps']:>8.2f} {r['base_rss'] * mb:>18.0f} {r['peak_rss'] * mb:>12.0f} "
+                      f"{growth:>10.0f} {growth / n:>10.3f}", flush=True)
+    took = time.perf_counter() - started
+    data = {"steps": args.steps, "runs": runs}
+    if runs:
+        print("\n" + render_clients(data))
+    if args.write_docs:
+        if failed or not runs:
+            sys.exit(f"{failed} run(s) failed: docs not written")
+        flags = f"--sizes {' '.join(map(str, args.sizes))} --algorithms {' '.join(args.algorithms)} --steps {args.steps}"
+        note = (f"_Written by `benchmarks/sim_scale.py {flags} --repeats {repeats} --write-docs` on "
+                f"{time.strftime('%Y-%m-%d')} ({machine()}; torch {torch.__version__}, one thread; {took / 60:.1f} min); "
+                f"{data_note(CLIENTS_BLOCK)}._")
+        write_block(ROOT / "docs" / "simulator.md", CLIENTS_BLOCK, note, data)
 
 
 if __name__ == "__main__":

@@ -31,10 +31,22 @@ WRITERS = {
     "cold_step": "benchmarks/cold_step.py --write-docs",
     "sim_backends": "benchmarks/sim_scale.py --backends --write-docs",
     "sim_at_scale": "benchmarks/sim_scale.py --scenario FILE --write-docs",
+    "sim_clients": "benchmarks/sim_scale.py --write-docs",
+    "sim_round_trip": "benchmarks/sim_round_trip.py --write-docs",
+    "sim_overhead": "benchmarks/sim_overhead.py --write-docs (and --profile --write-docs)",
+    "sim_100_clients": "benchmarks/sim_100_clients.py --write-docs",
+    "coordinator_costs": "benchmarks/coordinator_costs.py --write-docs (and --effect --write-docs)",
     "package_picture": "scripts/package_picture.py --write-docs",
     "reproduce_parallel": "benchmarks/reproduce_parallel.py --write-docs",
     "link_fidelity": "benchmarks/link_fidelity.py --write-docs",
     "netns_links": "benchmarks/netns_links.py --write-docs",
+    "transport": "benchmarks/transport.py --runs 3 --write-docs",
+    "compression": "benchmarks/compression.py --write-docs",
+    "live_efficiency": "benchmarks/live_efficiency.py --write-docs",
+    "slots_memory": "benchmarks/slots_memory.py --write-docs",
+    "slots_live": "benchmarks/slots_live.py --write-docs",
+    "churn_live": "benchmarks/churn_live.py --write-docs",
+    "suite_time": "scripts/suite_time.py --write-docs (--fast: make test-fast's)",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 
