@@ -69,6 +69,9 @@ def render(data: dict) -> str:
         if e["not_applicable"]:
             grid += f" ({', '.join(e['not_applicable'])}: not applicable)"
         chosen = ", ".join(f"{k} {v}" for k, v in e["chosen"].items()) or "n/a"
+        for key, side in tuning.get("edges_left", {}).get(label, {}).items():  # extended, and still chosen there
+            chosen += (f" ({key}: the {side} tried, after {len(tuning.get('extended', []))} extension(s): the "
+                       "optimum may lie beyond)")
         figure = e["figure"]
         shown = "n/a" if figure is None else (f"{figure:.4f}" if metric != "time_to_target" else f"{figure:.1f} s")
         lines.append(f"| {label} | {grid} | {chosen} | {shown} |")
