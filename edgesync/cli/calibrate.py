@@ -23,8 +23,11 @@ def calibrate(scenario: Optional[Path] = typer.Argument(None, help="measure what
               set_: Optional[List[str]] = typer.Option(None, "--set", help="KEY.PATH=VALUE override, as `run`")):
     """Show this machine's calibration (the simulator's step times, with the load they were measured under),
     or measure it again with --redo."""
+    import torch
+
     from edgesync.runtime.bookkeeping import calibration
     from edgesync.runtime.bookkeeping.step_time import STEP_CACHE, cache_file, this_machine
+    torch.set_num_threads(1)  # as the simulator measures and runs: its cache keys name one thread, not the cores
     path = cache_file(STEP_CACHE)
     machine = this_machine()
     if redo:
