@@ -6,7 +6,8 @@
 
 The simulator computes every client's gradients for real, serially, in this process; only time is
 virtual. Its floor is therefore the bare loop below: forward, backward and an SGD step on the small
-CNN, batch 32, one torch thread, on the same normalized Fashion-MNIST tensors. Both run here, one after
+CNN, batch 32, one torch thread, on the same normalized Fashion-MNIST tensors, in the channels-last layout
+the trainer gives a convolutional model on CPU (without it the bare loop is the slower one). Both run here, one after
 the other, after a warm-up. For each algorithm (16 ×1 clients by default) the simulator's wall time
 is split into evaluation (the global model tested every `--eval-every` virtual seconds on
 `--test-size` images) and the rest, and compared with the bare loop running exactly as many steps
@@ -39,6 +40,7 @@ from edgesync.docs_data import data_note, write_block
 from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.models import build_model
 from edgesync.runtime.sim.simulator import Simulator
+from edgesync.trainer import use_channels_last
 from edgesync.config import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +78,8 @@ def bare_loop(x: torch.Tensor, y: torch.Tensor, steps: int, batch_size: int = 32
     torch.manual_seed(seed)
     model = build_model("cnn", num_classes=10, in_channels=int(x.shape[1]))
     model.train()
+    # the layout the trainer gives the same model (trainer.py): the bare loop is the fastest plain step, not a slower one
+    fast = use_channels_last(model, x)
     params = list(model.parameters())
     rng = np.random.default_rng(seed)
     n = len(y)
@@ -87,7 +91,8 @@ def bare_loop(x: torch.Tensor, y: torch.Tensor, steps: int, batch_size: int = 32
         idx = torch.from_numpy(order[cursor:cursor + batch_size])
         cursor += batch_size
         model.zero_grad(set_to_none=False)
-        loss = F.cross_entropy(model(x[idx]), y[idx])
+        xb = x[idx]
+        loss = F.cross_entropy(model(xb.contiguous(memory_format=torch.channels_last) if fast else xb), y[idx])
         loss.backward()
         with torch.no_grad():
             for p in params:
