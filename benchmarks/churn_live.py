@@ -24,20 +24,17 @@ docs/data/churn_live.json.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timed_run import timed_run  # noqa: E402
 
-from edgesync.docs_data import data_note, write_block  # noqa: E402
+from edgesync.docs_data import data_note, ran_on, write_block  # noqa: E402
 from edgesync.metrics.churn import ChurnRecords  # noqa: E402
 from edgesync.metrics.report import load_run  # noqa: E402
 
@@ -148,8 +145,7 @@ def main() -> None:
     print(render(data))
     if args.write_docs:
         note = (f"_Written by `benchmarks/churn_live.py --write-docs` (`edgesync run {SCENARIO} --set runtime=live`) "
-                f"on {platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores), "
-                f"{time.strftime('%Y-%m-%d')}, one run; {data_note(BLOCK)}._")
+                f"on {ran_on()}, one run; {data_note(BLOCK)}._")
         write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)
 
 

@@ -13,8 +13,6 @@ bytes against the dense vector. Under a minute. `--write-docs` puts the table in
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from pathlib import Path
 import torch
 
 from edgesync.compression import add_into, decode, encode, k_for, payload_bytes, topk_indices
-from edgesync.docs_data import data_note, write_block
+from edgesync.docs_data import data_note, ran_on, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = "compression"
@@ -85,8 +83,7 @@ def main() -> None:
     took = time.perf_counter() - started
     print(render(data))
     if args.write_docs:
-        note = (f"_Written by `benchmarks/compression.py --write-docs` on {platform.node()} ({platform.machine()}, "
-                f"{len(os.sched_getaffinity(0))} cores, torch {torch.__version__}), {time.strftime('%Y-%m-%d')}, "
+        note = (f"_Written by `benchmarks/compression.py --write-docs` on {ran_on(with_torch=True)}, "
                 f"{took / 60:.1f} min; `--numel {args.numel} --repeats {args.repeats}`; {data_note(BLOCK)}._")
         write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)
 

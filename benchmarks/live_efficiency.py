@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 from edgesync.constants import CLIENT_THREAD_ENV, MALLOC_ENV
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
-from edgesync.docs_data import data_note, write_block
+from edgesync.docs_data import data_note, ran_on, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = "live_efficiency"
@@ -109,8 +108,7 @@ def main() -> None:
     print(render(data))
     if args.write_docs:
         note = (f"_Written by `benchmarks/live_efficiency.py --repeats {args.repeats} --write-docs` on "
-                f"{platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores), "
-                f"{time.strftime('%Y-%m-%d')}, {took / 60:.1f} min; {args.clients} clients, {args.seconds:g} s each "
+                f"{ran_on()}, {took / 60:.1f} min; {args.clients} clients, {args.seconds:g} s each "
                 f"side; {data_note(BLOCK)}._")
         write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)
 

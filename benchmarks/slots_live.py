@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import tempfile
 import threading
@@ -28,7 +26,7 @@ import psutil
 
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
-from edgesync.docs_data import data_note, write_block
+from edgesync.docs_data import data_note, ran_on, write_block
 
 MB = 2 ** 20
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,8 +125,7 @@ def main() -> None:
             "processes": processes, "clients_rows": [{k: r.get(k) for k in keep} for r in rows]}
     print(render(data))
     if args.write_docs:
-        note = (f"_Written by `benchmarks/slots_live.py --write-docs` on {platform.node()} ({platform.machine()}, "
-                f"{len(os.sched_getaffinity(0))} cores), {time.strftime('%Y-%m-%d')}, {took / 60:.1f} min; "
+        note = (f"_Written by `benchmarks/slots_live.py --write-docs` on {ran_on()}, {took / 60:.1f} min; "
                 f"`--clients {args.clients} --processes {args.processes} --seconds {args.seconds:g}`, every fourth "
                 f"client ×4, ASGD lr 0.005; {data_note(BLOCK)}._")
         write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -47,7 +46,7 @@ import torch
 import zmq
 
 from edgesync.constants import MALLOC_ENV
-from edgesync.docs_data import data_note, write_block
+from edgesync.docs_data import data_note, ran_on, write_block
 from edgesync.transport.protocol import Message
 from edgesync.transport.sockets import ClientSocket, CoordinatorSocket
 
@@ -355,9 +354,8 @@ def main() -> None:
             "seconds": args.seconds, "runs": runs}
     print("\n" + render(data))
     if args.write_docs:
-        note = (f"_Written by `benchmarks/transport.py --runs {args.runs} --write-docs` on {platform.node()} "
-                f"({platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}), "
-                f"{time.strftime('%Y-%m-%d')}, {took / 60:.1f} min; `--sizes {args.sizes} --seconds {args.seconds:g} "
+        note = (f"_Written by `benchmarks/transport.py --runs {args.runs} --write-docs` on "
+                f"{ran_on(with_torch=True)}, {took / 60:.1f} min; `--sizes {args.sizes} --seconds {args.seconds:g} "
                 f"--clients {args.clients}`, tcp://127.0.0.1; {data_note(BLOCK)}._")
         write_block(ROOT / "docs/benchmarks.md", BLOCK, note, data)
 

@@ -121,6 +121,19 @@ def _current(doc: Path, block: str) -> dict | None:
     return {"note": note.strip().removeprefix("_Written by ").removesuffix("_").rstrip("."), "table": table} if table else None
 
 
+def ran_on(with_torch: bool = False) -> str:
+    """Where and when a benchmark ran, as its note says it: 'vm (x86_64, 2 cores), 2026-11-27'."""
+    import os
+    import platform
+    import time
+    torch = ""
+    if with_torch:
+        import torch as _torch
+        torch = f", torch {_torch.__version__}"
+    return (f"{platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores{torch}), "
+            f"{time.strftime('%Y-%m-%d')}")
+
+
 def data_note(block: str) -> str:
     """How a note names its data file: 'per-run figures: docs/data/NAME.json'."""
     return f"per-run figures: docs/data/{data_path(block).name}"
