@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.local_sgd import DeltaConfig, DeltaServer, LocalRound
@@ -41,6 +41,14 @@ class ESyncKeys(DeltaConfig):
 
     slack_s: float = Field(0.0, ge=0, description="ε in QUERY-STATE, seconds (authors' code: 0.5)")
     max_local_steps: int = Field(10_000, ge=1, description="safety cap on n_i in one round")
+
+    @model_validator(mode="after")
+    def _balances_itself(self) -> "ESyncKeys":
+        if self.mitigates:
+            raise ValueError("ESync balances its rounds itself (the State Server tells each client when to "
+                             "stop): backup_workers, close_at, over_select and deadlines are for ssgd, local_sgd "
+                             "and its family, and fednova")
+        return self
 
 
 class ESyncConfig(ESyncKeys):

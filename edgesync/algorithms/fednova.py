@@ -23,16 +23,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, local_epochs_field
-from edgesync.algorithms.machinery.base import AlgorithmSpec, Send, Update
-from edgesync.algorithms.machinery.participation import ParticipationConfig
+from edgesync.algorithms.machinery.base import AlgorithmSpec
+from edgesync.algorithms.machinery.stragglers import StragglerConfig
 
 
-class FedNovaConfig(ParticipationConfig):
+class FedNovaConfig(StragglerConfig):
     name: Literal["fednova"] = "fednova"
+    partial_work: Literal["drop", "normalise"] = Field(
+        "normalise", description="with a deadline: normalise (each client stops by it and reports what it did: "
+                                 "FedNova's setting) or drop (a late report is discarded)")
     local_steps: int = Field(10, ge=1, description="τ, local SGD steps per round (an instruction may set "
                                                   "fewer or more per client)")
     local_epochs: float | None = local_epochs_field()
@@ -53,32 +55,14 @@ class FedNovaClient(LocalSGDClient):
 
 
 class FedNovaServer(DeltaServer):
-    """The barrier round of local SGD with Δ_i/τ_i averaged by p_i and the mean scaled by τ_eff."""
+    """The barrier round of local SGD with Δ_i/τ_i averaged by p_i and the mean scaled by τ_eff (DeltaServer's
+    normalised mean, always on here)."""
 
     config: FedNovaConfig
 
-    def _reset(self) -> None:
-        super()._reset()
-        self.tau_sum = 0.0  # Σ w_i·τ_i of the round; τ_eff = tau_sum / weight_sum
-
-    def on_update(self, client: int, update: Update) -> list[Send]:
-        delta = update.tensors.get(self.update_key)
-        if delta is not None:  # −d_i = Δ_i/τ_i; the round's weighted mean of these is −Σ p_i·d_i
-            tau = int(update.meta.get("steps", 0))
-            normalised = delta.double() / tau if tau > 0 else torch.zeros_like(delta, dtype=torch.float64)
-            update = Update(tensors={**update.tensors, self.update_key: normalised}, meta=update.meta)
-        return super().on_update(client, update)
-
-    def weight(self, update: Update) -> float:
-        """p_i's numerator (the client's samples, or 1); called once for each update the round takes in,
-        which is where τ_i joins τ_eff's sum."""
-        w = super().weight(update)
-        self.tau_sum += w * max(0, int(update.meta.get("steps", 0)))
-        return w
-
-    def apply(self, mean: torch.Tensor) -> None:
-        tau_eff = self.tau_sum / self.weight_sum
-        self.params = self.params + (self.config.global_lr * tau_eff) * mean
+    @property
+    def normalises(self) -> bool:
+        return True
 
 
 SPEC = AlgorithmSpec(

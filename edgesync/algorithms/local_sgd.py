@@ -13,10 +13,11 @@ import math
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update
 from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
+from edgesync.algorithms.machinery.stragglers import PartialWork, check_partial_work, partial_work_field
 from edgesync.algorithms.machinery.staleness import rms
 from edgesync.algorithms.machinery.warmup import instruction_lr
 from edgesync.trainer import Interrupt
@@ -41,6 +42,12 @@ class LocalSGDConfig(DeltaConfig):
     name: Literal["local_sgd"] = "local_sgd"
     local_steps: int = Field(10, ge=1, description="H, local SGD steps per round")
     local_epochs: float | None = local_epochs_field()
+    partial_work: PartialWork = partial_work_field()
+
+    @model_validator(mode="after")
+    def _partial_work_has_a_deadline(self) -> "LocalSGDConfig":
+        check_partial_work(self)
+        return self
 
 
 def round_steps(config, instruction: Instruction, trainer) -> int:
@@ -54,9 +61,33 @@ def round_steps(config, instruction: Instruction, trainer) -> int:
 
 
 class DeltaServer(RoundServer):
-    """θ ← θ + ε·mean(Δ): the aggregation local SGD and ESync share."""
+    """θ ← θ + ε·mean(Δ): the aggregation local SGD and ESync share.
+
+    Normalised (FedNova's weighting: `partial_work: normalise`, and always in fednova.py): each Δ_i is divided
+    by its τ_i (`steps`; d_i = 0 for a client that ran none) before the weighted mean, which is then scaled by
+    τ_eff = Σ w_i·τ_i / Σ w_i, so that a client that ran more steps pulls θ no harder than the others."""
 
     update_key = "delta"
+
+    @property
+    def normalises(self) -> bool:
+        return getattr(self.config, "partial_work", "drop") == "normalise"
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.tau_sum = 0.0  # Σ w_i·τ_i of the round (normalised); τ_eff = tau_sum / weight_sum
+
+    def on_update(self, client: int, update: Update) -> list[Send]:
+        delta = update.tensors.get(self.update_key)
+        if self.normalises and delta is not None:  # −d_i = Δ_i/τ_i; their weighted mean is −Σ p_i·d_i
+            tau = int(update.meta.get("steps", 0))
+            normalised = delta.double() / tau if tau > 0 else torch.zeros_like(delta, dtype=torch.float64)
+            update = Update(tensors={**update.tensors, self.update_key: normalised}, meta=update.meta)
+        return super().on_update(client, update)
+
+    def round_mean(self) -> torch.Tensor:
+        mean = super().round_mean()
+        return (self.tau_sum / self.weight_sum) * mean if self.normalises else mean
 
     def apply(self, mean: torch.Tensor) -> None:
         self.params = self.params + self.config.global_lr * mean
@@ -66,7 +97,12 @@ class DeltaServer(RoundServer):
         return {"lr": self.round_lr} if self.config.warmup_epochs else {}
 
     def weight(self, update: Update) -> float:
-        return float(update.meta.get("data_size", 1)) if self.config.weighted else 1.0
+        """w_i: the client's samples (`weighted`) or 1; called once for each update the round takes in, which
+        is where τ_i joins τ_eff's sum when the round normalises."""
+        w = float(update.meta.get("data_size", 1)) if self.config.weighted else 1.0
+        if self.normalises:
+            self.tau_sum += w * max(0, int(update.meta.get("steps", 0)))
+        return w
 
 
 class LocalRound:
@@ -132,10 +168,27 @@ class LocalSGDClient(ClientAlgorithm):
     config: LocalSGDConfig
     proximal_mu = 0.0  # FedProx's μ (fedprox.py): the local round's proximal term
 
+    def __init__(self, config, trainer):
+        super().__init__(config, trainer)
+        self.step_s: float | None = None  # its last local step's time on the runtime's clock (partial work)
+
     def on_instruction(self, instruction: Instruction) -> Update:
         session = LocalRound(self, instruction, proximal_mu=self.proximal_mu)
-        for _ in range(round_steps(self.config, instruction, self.trainer)):
+        steps = round_steps(self.config, instruction, self.trainer)
+        budget = instruction.meta.get("time_budget_s")
+        if budget is None:
+            for _ in range(steps):
+                session.step()
+            return session.finish()
+        # partial work: stop before a step that would end past the deadline (judged by the last step's time;
+        # a client never timed runs one step to learn it)
+        start = self.ctx.now()
+        while session.steps < steps:
+            t = self.ctx.now()
+            if self.step_s is not None and t - start + self.step_s > budget:
+                break
             session.step()
+            self.step_s = self.ctx.now() - t
         return session.finish()
 
 

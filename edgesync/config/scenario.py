@@ -224,6 +224,11 @@ class Scenario(Strict):
                              "layer or sharding: memory")
         if self.sharding == "layer":  # whole layers per shard: the model needs enough of them
             plan_for(self.model.id, self.shard_count, self.sharding)  # a ValueError says why not
+        for i, entry in enumerate(self.algorithms if self.shard_count > 1 else ()):
+            if getattr(entry, "deadline_s", None) is not None or getattr(entry, "deadline_median", None) is not None:
+                raise ValueError(f"algorithms[{i}] ({entry.key}): a round deadline is kept by the lead shard's clock, "
+                                 f"which the follower shards do not share: drop sharding {self.sharding}, or use "
+                                 "backup_workers / close_at (they follow the order of the updates)")
         if self.runtime == "live" and self.shard_count > 1:
             if self.links.backend == "netns":
                 raise ValueError("sharding: the follower shards listen on this machine's loopback, which clients in "

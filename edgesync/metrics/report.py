@@ -41,6 +41,7 @@ from edgesync.metrics.report_tables import (
 from edgesync.metrics.report_values import kind_name, nested
 from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
+from edgesync.metrics.stragglers_report import has_waste, waste_section
 from edgesync.metrics.tuning_report import tuning_section
 
 
@@ -158,6 +159,8 @@ def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
     lines += ["## Clients", "", *clients_table(run), ""]
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *fidelity_table(run), ""]
+    if has_waste(run):
+        lines += waste_section(run)
     if has_participation(churn):
         lines += participation_section(churn)
     if has_availability(churn):

@@ -19,6 +19,11 @@ def test_cnn_parameter_count() -> None:
     assert 150_000 <= n <= 250_000
 
 
+def test_mlp_parameter_count() -> None:
+    # FedAvg's 2NN: 784·200 + 200, 200·200 + 200, 200·10 + 10, counted by hand
+    assert _num_params(build_model("mlp")) == 157_000 + 40_200 + 2_010 == 199_210
+
+
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_forward_shape(name: str) -> None:
     torch.manual_seed(0)

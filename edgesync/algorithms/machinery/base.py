@@ -18,6 +18,7 @@ changed afterwards (update the global model out of place: `self.params = self.pa
 from __future__ import annotations
 
 import copy
+import math
 
 import time
 from abc import ABC, abstractmethod
@@ -143,6 +144,15 @@ class ServerAlgorithm(ABC):
     def on_client_joined(self, client: int) -> list[Send]:
         """`client` is back (it was lost and reconnected, its client half starting afresh). Returns what
         to send; the asynchronous and round-based halves take it back, this default ignores it."""
+        return []
+
+    def due(self) -> float:
+        """When, on `now()`'s clock, this half wants `on_due()` called even if no message arrives (a round's
+        deadline); ∞: never. The runtime asks after every call into the half."""
+        return math.inf
+
+    def on_due(self) -> list[Send]:
+        """The time `due()` named has come. Returns what to send; by default nothing."""
         return []
 
     def on_query(self, client: int, meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -56,10 +56,11 @@ def round_size(config: ParticipationConfig, online: int) -> int:
 
 
 def choose(config: ParticipationConfig, population: Population, online: list[int], round_no: int,
-           attempt: int = 0) -> list[int]:
-    """The round's participants, sorted: all of `online` unless the config samples."""
+           attempt: int = 0, k: int | None = None) -> list[int]:
+    """The round's participants, sorted: `k` of `online` (default: round_size's; all of them unless the
+    config samples)."""
     pool = sorted(online)
-    k = round_size(config, len(pool))
+    k = round_size(config, len(pool)) if k is None else k
     if k >= len(pool):
         return pool
     rng = np.random.default_rng([population.seed, round_no, attempt, SAMPLING_SALT])

@@ -31,22 +31,31 @@ mean's upload overlaps the next round's compute; a round with a client that need
 finish, and a lead lost before its mean arrived leaves the server behind its replicas: either way the
 round starts again, with θ sent to everyone. A full update (no `ring` in its meta: the simulator's,
 which models the ring's time instead, sim/ring.py) is summed as in the parameter-server form.
+
+Slow clients (stragglers.py): a round may close before every participant has reported (`backup_workers`,
+`close_at`, `over_select`) or at a deadline (`deadline_s`, `deadline_median`, asked of the runtime through
+`due()`/`on_due()`); what arrives after its round closed is discarded and counted per client (`discarded`).
+A participant whose report is still due is busy and not drawn again until it arrives; with `partial_work`
+each participant is told the time left to the deadline (`time_budget_s`) and the round waits for all.
 """
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from edgesync.algorithms.machinery.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.participation import ParticipationConfig, choose
+from edgesync.algorithms.machinery.participation import ParticipationConfig, choose, round_size
+from edgesync.algorithms.machinery.stragglers import (StragglerConfig, draw_size, reports_needed,
+                                                       round_deadline)
 from edgesync.algorithms.machinery.warmup import Warmup
 
 
-class RoundConfig(ParticipationConfig):
+class RoundConfig(StragglerConfig):
     """Keys of every barrier-round algorithm (SSGD, local SGD, ESync)."""
 
     aggregation: Literal["ps", "allreduce"] = Field(
@@ -55,6 +64,13 @@ class RoundConfig(ParticipationConfig):
     allreduce_backend: Literal["auto", "gloo", "nccl"] = Field(
         "auto", description="allreduce: the ring's backend; auto = NCCL when every client has a GPU of its "
                             "own in the scenario (distinct cuda devices), else gloo")
+
+    @model_validator(mode="after")
+    def _mitigations_are_the_servers(self) -> "RoundConfig":
+        if self.aggregation == "allreduce" and self.mitigates:
+            raise ValueError("backup_workers, close_at, over_select and deadlines need aggregation: ps (the "
+                             "coordinator decides which reports a round takes; an all-reduce ring takes all)")
+        return self
 
 
 class RoundServer(ServerAlgorithm):
@@ -73,6 +89,14 @@ class RoundServer(ServerAlgorithm):
         self.current: set[int] = set()  # all-reduce: clients whose replica holds this round's θ
         self.awaiting: dict | None = None  # all-reduce: the closed round whose mean is on its way (round, lead, lr)
         self.held: bool = False  # all-reduce: this round's instructions wait for that mean (θ to send)
+        # slow clients (stragglers.py): who still owes a report and since when, each one's last round time,
+        # the round's close rule and deadline, and what arrived too late
+        self.busy: dict[int, float] = {}  # client → when its instruction was sent
+        self.last_round_s: dict[int, float] = {}
+        self.need = 0  # reports that close the round (its participants, unless a mitigation closes it earlier)
+        self.deadline_at = math.inf  # on the runtime's clock
+        self.past_deadline = False  # the deadline passed with nothing reported: the first report closes the round
+        self.discarded: dict[int, dict[str, int]] = {}  # client → late updates and the local steps they held
         self._reset()
 
     @property
@@ -80,7 +104,9 @@ class RoundServer(ServerAlgorithm):
         return getattr(self.config, "aggregation", "ps") == "allreduce"
 
     def load_state_dict(self, state: dict) -> None:
-        defaults = {"ring_group": 0, "ring_members": [], "awaiting": None, "held": False}
+        defaults = {"ring_group": 0, "ring_members": [], "awaiting": None, "held": False, "busy": {},
+                    "last_round_s": {}, "need": len(state.get("clients", [])), "deadline_at": math.inf,
+                    "past_deadline": False, "discarded": {}}
         super().load_state_dict({**defaults, **state, "current": set()})  # resumed clients hold no replica
         if self.awaiting is not None:  # saved before the mean came: that round again
             self.round, self.awaiting, self.held = self.awaiting["round"], None, False
@@ -117,14 +143,16 @@ class RoundServer(ServerAlgorithm):
 
     # -- the round -------------------------------------------------------------------------------
     def start(self) -> list[Send]:
+        self.busy = {}  # every client is ready and owes nothing (after a resume too: its clients start afresh)
         return self.broadcast()
 
     def on_update(self, client: int, update: Update) -> list[Send]:
         ring = update.meta.get("ring") if self.all_reduce else None
         if isinstance(ring, dict) and "mean_of" in ring:
             return self._take_mean(client, ring["mean_of"], update.tensors)
+        sends = self._returned(client, update)
         if update.meta.get("version") != self.round or client not in self.clients or client in self.reported:
-            return []  # a late update from an earlier round or a dropped client: not part of this round
+            return sends  # a late update from an earlier round or a dropped client: not part of this round
         self.warmup.observe(client, update.meta)
         self.reported.add(client)
         self.reported_at[client] = round(self.now(), 6)
@@ -138,8 +166,48 @@ class RoundServer(ServerAlgorithm):
             self.buffer_sum = _accumulate(self.buffer_sum, update.tensors["buffers"], w)
         return self._close_round_if_complete()
 
+    def _returned(self, client: int, update: Update) -> list[Send]:
+        """`client`'s report is in: it is free again (its round time noted). One that comes after its round
+        closed is discarded and counted; the client then joins a round under way that takes every online
+        client (an unsampled one), else it waits for the next draw."""
+        sent = self.busy.pop(client, None)
+        if sent is not None:
+            self.last_round_s[client] = self.now() - sent
+        version = update.meta.get("version")
+        if version is None or version >= self.round or self.all_reduce:
+            return []
+        lost = self.discarded.setdefault(client, {"updates": 0, "steps": 0})
+        lost["updates"] += 1
+        lost["steps"] += int(update.meta.get("steps", 0))
+        self.log_update(-1, round=version, late=client, steps=int(update.meta.get("steps", 0)))
+        if sent is None or client not in self.online or client in self.clients:
+            return []
+        if not self.clients:  # every other online client owes a report too: a round starts with this one
+            self.attempt += 1
+            return self.broadcast()
+        config = self.config
+        if isinstance(config, ParticipationConfig) and config.samples_clients:
+            return []  # a sampled round keeps its draw
+        self.include(client)
+        return [self._instruction(client)]
+
+    def due(self) -> float:
+        """The round's deadline, while it is one the runtime must wake the server half for (the round is
+        open and closes there, not at its clients' partial reports)."""
+        if self.past_deadline or getattr(self.config, "partial_work", "drop") != "drop" or self.awaiting:
+            return math.inf
+        return self.deadline_at if self.clients else math.inf
+
+    def on_due(self) -> list[Send]:
+        """The deadline: the round closes with what has arrived (with nothing yet, at its first report)."""
+        if self.now() < self.deadline_at or not self.clients:
+            return []
+        self.past_deadline = True
+        return self._close_round_if_complete()
+
     def on_client_lost(self, client: int) -> list[Send]:
         self.current.discard(client)
+        self.busy.pop(client, None)
         if self.awaiting is not None and client == self.awaiting["lead"]:  # its replicas are ahead of the server
             self.round, self.awaiting, self.held = self.awaiting["round"], None, False
             return self._restart_ring(client)
@@ -168,6 +236,7 @@ class RoundServer(ServerAlgorithm):
         self.online = [c for c in self.online if c != lost]
         self.log_update(-1, round=self.round, ring_restarted=True, lost=lost)
         self.current = set()
+        self.busy = {}  # θ goes to everyone again
         self.attempt += 1
         self._reset()
         if self.online:
@@ -204,16 +273,18 @@ class RoundServer(ServerAlgorithm):
                 return []
             self.attempt += 1  # every participant left before reporting: draw again among the online
             return self.broadcast()
-        if not self.reported.issuperset(self.clients) or self.awaiting is not None:
+        if not self._complete() or self.awaiting is not None:
             return []  # (all-reduce: the previous round's mean first)
         if self._logs_rounds():
+            dropped = sorted(set(self.clients) - self.reported)
             self.log_update(-1, round=self.round, contributors=sorted(self.reported),
-                            reported_s=[self.reported_at[c] for c in sorted(self.reported)])
+                            reported_s=[self.reported_at[c] for c in sorted(self.reported)],
+                            **({"dropped": dropped} if dropped else {}))
         early = self.early_mean
         if self.update_sum is None:  # all-reduce reports: the replicas hold θ_{t+1}; the lead's mean follows
             self.awaiting = {"round": self.round, "lead": self.ring_members[0], "lr": self.round_lr}
         else:
-            self.apply((self.update_sum / self.weight_sum).float())
+            self.apply(self.round_mean())
             if self.buffer_sum is not None:
                 self.buffers = (self.buffer_sum / self.weight_sum).float()  # BatchNorm statistics: averaged
             self.updates += 1
@@ -226,15 +297,34 @@ class RoundServer(ServerAlgorithm):
             sends += self._take_mean(self.awaiting["lead"], self.awaiting["round"], early)
         return sends
 
+    def _complete(self) -> bool:
+        """Every participant has reported; or, with a mitigation, the round's `need` of them, or some after
+        its deadline."""
+        if self.past_deadline:
+            return True
+        if not (isinstance(self.config, StragglerConfig) and self.config.mitigates):
+            return self.reported.issuperset(self.clients)
+        return len(self.reported) >= min(self.need, len(self.clients))
+
+    def round_mean(self) -> torch.Tensor:
+        """The mean `apply` takes: the round's weighted mean of its updates."""
+        return (self.update_sum / self.weight_sum).float()
+
     def broadcast(self) -> list[Send]:
-        """Start the round: draw its participants among the online clients and send them θ."""
+        """Start the round: draw its participants among the online clients that owe no report and send them θ."""
         self.round_lr = self.warmup.lr()
         self.clients = []
         config = self.config
         sampled = isinstance(config, ParticipationConfig) and config.samples_clients
-        chosen = choose(config, self.population, self.online, self.round, self.attempt) if sampled else self.online
+        free = [c for c in self.online if c not in self.busy]
+        target = round_size(config, len(free)) if sampled else len(free)
+        drawn = draw_size(config, target, len(free))
+        chosen = choose(config, self.population, free, self.round, self.attempt, drawn) if sampled else free
         for client in chosen:
             self.include(client)
+        self.need = reports_needed(config, len(self.clients), len(self.online), target)
+        self.deadline_at = self.now() + round_deadline(config, self.clients, self.last_round_s)
+        self.past_deadline = False
         if self.all_reduce and (self.clients != self.ring_members or self.attempt):
             self.ring_group += 1  # gloo groups are fixed: new members, or a failed try, need a new one
             self.ring_members = list(self.clients)
@@ -246,13 +336,18 @@ class RoundServer(ServerAlgorithm):
         return [self._instruction(c) for c in self.clients]
 
     def _logs_rounds(self) -> bool:
-        """Rounds are logged (who was drawn, who contributed) when they sample clients or some are offline."""
+        """Rounds are logged (who was drawn, who contributed) when they sample clients, some are offline or a
+        mitigation may close them early."""
         config = self.config
         sampled = isinstance(config, ParticipationConfig) and config.samples_clients
-        return sampled or len(self.online) < len(self.population.data_sizes)
+        mitigates = isinstance(config, StragglerConfig) and config.mitigates
+        return sampled or mitigates or len(self.online) < len(self.population.data_sizes)
 
     def _instruction(self, client: int) -> Send:
         meta = self.instruction_meta(client)
+        self.busy[client] = self.now()
+        if getattr(self.config, "partial_work", "drop") != "drop" and self.deadline_at < math.inf:
+            meta["time_budget_s"] = round(max(0.0, self.deadline_at - self.now()), 6)  # stop by the deadline
         if not self.all_reduce:
             return Send(client, model_instruction(self.params, self.buffers, self.round, **meta))
         current = client in self.current

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from edgesync.algorithms.machinery.stragglers import discarded_extras
 from edgesync.emulation.availability import Schedule
 from edgesync.config import Scenario
 
@@ -97,4 +98,5 @@ class CoordinatorAvailability:
         offline = self.totals(end)
         rounds = getattr(server, "participation", None)
         return {r: {"offline_s": round(offline[r], 6) if r in offline else None,
-                    "rounds": rounds.get(r, 0) if rounds is not None else None} for r in ranks}
+                    "rounds": rounds.get(r, 0) if rounds is not None else None,
+                    **discarded_extras(server, r)} for r in ranks}

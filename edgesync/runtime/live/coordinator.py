@@ -1,18 +1,15 @@
 """The live coordinator: a message loop that runs each algorithm of a scenario in turn.
 
-Per algorithm: SETUP every client and CALIBRATE the throttled ones (phases.py), then hand every
-arriving UPDATE to the algorithm's server half and send what it returns, until a stop rule fires;
-then END and the clients' rows. Who is in the run, and alive, is membership.py's job; what is recorded,
-and when the run stops, accounting.py's (shared with the simulator and Flower); follower shards of a
-sharded server, sharding/lead.py's; all-reduce's store, allreduce/host.py's. The loop never blocks longer than
-`POLL_INTERVAL_S`; evaluation runs on a worker thread.
+Per algorithm: SETUP and CALIBRATE the clients (phases.py), then hand each UPDATE, and the deadline it asks for
+(`due()`), to the server half and send what it returns until a stop rule fires; then END. Membership is
+membership.py's; records and stop rules accounting.py's; follower shards sharding/lead.py's; all-reduce's store
+allreduce/host.py's. The loop never blocks longer than `POLL_INTERVAL_S`; evaluation runs on a worker thread.
 
 Nothing a client sends is used unchecked: the frames (protocol.py), the metadata fields the coordinator
 reads (fields.py), and each UPDATE's tensors against the model and the algorithm, finite included
 (update_check.py). A refused update never reaches the server half; it counts in `refused` (clients.jsonl).
 
-Hooks for runtimes built on this one (the Flower ServerApp, flower/coordinator.py): `heartbeats`, `after_algorithm(
-config, end_s, final)` (the final model, before END), `members`, `phases`, `recorder` (clients, rows).
+Hooks for the Flower ServerApp (flower/coordinator.py): `heartbeats`, `after_algorithm`, `members`, `phases`, `recorder`.
 """
 from __future__ import annotations
 
@@ -193,8 +190,11 @@ class Coordinator:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += sc.eval.every_s
                 self.members.tend()
-                wake = min(next_eval, stop.time_budget_s, availability.next_change())
+                wake = min(next_eval, stop.time_budget_s, availability.next_change(), server.due())
                 item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
+                if (at := time.perf_counter() - self._started) >= server.due():  # a round's deadline
+                    self._dispatch(server.on_due())
+                    account.log_updates(server.drain_update_log(), at)
                 if item is None:
                     continue
                 self._dispatch(self._handle(server, *item))

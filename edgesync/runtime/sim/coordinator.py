@@ -66,11 +66,20 @@ class VirtualCoordinator:
         if mode == "model" and costs is None:
             raise ValueError(f"{server.config.key}: sim.server_time is model but no coordinator costs were given")
         self.charges = Charges.of(costs) if mode == "model" else ZERO
+        self.due_at = float("inf")  # the last `due` event asked for
 
     def start(self) -> None:
         """The server half's first instructions, sent at time 0."""
         self.send(self.shards.serve((0.0,) * len(self.shards.free), 0.0), self.server.start())
         self.engine.account.log_updates(self.server.drain_update_log(), 0.0)  # a first round's draw, at time 0
+        self._ask_due()
+
+    def _ask_due(self) -> None:
+        """A `due` event at the time the server half asks to be woken (a round's deadline), once per time."""
+        due = self.server.due()
+        if due != self.due_at and due != float("inf"):
+            self.engine.push(max(due, self.engine.now), "due", -1, None, 0)
+        self.due_at = due
 
     def finish(self, end: float) -> dict:
         """The coordinator's load over the algorithm's run to `end`, into coordinator.jsonl (once, at its end)."""
@@ -80,7 +89,7 @@ class VirtualCoordinator:
     def arrive(self, event: ServerEvent) -> None:
         """An update or a query reaches the coordinator: handled now if it is free, else queued."""
         shares = self.shards.lead_only if event.kind == "query" else None  # the State Server is the lead's
-        if event.kind == "presence":  # noticed by the coordinator, not a message over its link
+        if event.kind in ("presence", "due"):  # noticed by the coordinator, not a message over its link
             arrivals = (event.time,) * len(self.shards.free)
         else:
             arrivals = self.shards.arrive(event.time, event.size, shares)
@@ -101,11 +110,22 @@ class VirtualCoordinator:
     def _handle(self, event: ServerEvent, arrivals: tuple[float, ...], shares: tuple[float, ...] | None,
                 start: float) -> None:
         self.engine.now = start  # the server half's clock (ESync's State Server stamps queries with it)
-        if event.kind != "presence":  # a client's message: its wait counts in the coordinator's load
+        if event.kind not in ("presence", "due"):  # a client's message: its wait counts in the coordinator's load
             self.shards.took(arrivals, shares, event.kind != "query")
         handle = {"to_server": self._update, "query": self._query, "presence": self._presence,
-                  "ring_mean": self._ring_mean}[event.kind]
+                  "ring_mean": self._ring_mean, "due": self._due}[event.kind]
         handle(event, arrivals, start)
+        self._ask_due()
+
+    def _due(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
+        """The time the server half asked for (a round's deadline): it closes the round if that is still due
+        (a round closed meanwhile has a deadline of its own; no charge beyond the round's close)."""
+        server = self.server
+        before = server.updates
+        sends = server.on_due() if start >= server.due() else []
+        self.engine.account.log_updates(server.drain_update_log(), start)
+        busy = self.charges.update_apply if server.updates > before else 0.0
+        self.send(self.shards.serve(arrivals, busy), sends)
 
     def _update(self, event: ServerEvent, arrivals: tuple[float, ...], start: float) -> None:
         engine = self.engine

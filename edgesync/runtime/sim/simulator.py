@@ -51,6 +51,7 @@ from edgesync.runtime.sim.ray_backend import RayClients
 from edgesync.runtime.sim.ring import SimRing
 from edgesync.runtime.sim.shards import Shards
 from edgesync.runtime.sim.spill import Spill
+from edgesync.algorithms.machinery.stragglers import discarded_extras
 from edgesync.runtime.sim.state import UPDATING, Event, SimClient, client_trainer, fresh_half, step_clock
 from edgesync.runtime.bookkeeping.step_time import cached_step
 from edgesync.runtime.bookkeeping.workload import prepare_workload
@@ -202,6 +203,7 @@ class Simulator:
             config.key), self.initial, self.samples, shards)
         self.handlers = {"to_client": self._deliver_to_client, "to_server": self._to_server,
                          "query": self._to_server, "server_free": coordinator.wake, "presence": coordinator.arrive,
+                         "due": coordinator.arrive,
                          "ring_mean": self._to_server,
                          "reply": self.queries.reply_at_client, "resume": self.queries.resume,
                          "availability": self._availability}
@@ -384,7 +386,8 @@ class Simulator:
             rows.append(self.account.client_row(
                 c.rank, c.profile.label, totals, c.bytes_up, c.bytes_down, host="sim", lost=c.epoch,
                 rejoined=c.rejoined, extra={"offline_s": None if c.schedule.always else round(offline_s, TIME_DIGITS),
-                                            "rounds": None if rounds is None else rounds.get(c.rank, 0)}))
+                                            "rounds": None if rounds is None else rounds.get(c.rank, 0),
+                                            **discarded_extras(self.server, c.rank)}))
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 

@@ -19,7 +19,7 @@ from edgesync.trainer import Trainer
 
 # Events after which the global model may have changed (a stop rule is checked): an update arrives, the
 # coordinator takes a queued one, or a device leaves or returns (a round may close without it).
-UPDATING = frozenset({"to_server", "server_free", "availability", "presence"})
+UPDATING = frozenset({"to_server", "server_free", "availability", "presence", "due"})
 
 
 @dataclass
