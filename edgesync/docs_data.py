@@ -56,6 +56,7 @@ RENDERERS = {
     "allreduce": "benchmarks/allreduce_rounds.py:render",
     "cross_check": "benchmarks/cross_check.py:render",
     "baselines": "edgesync/reproduce/baselines.py:render",
+    "stragglers": "edgesync/reproduce/shootout.py:render",
     "suite_time": "scripts/suite_time.py:render",
 }
 

@@ -22,11 +22,12 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
               out_dir: Path = typer.Option(Path("runs/reproduce"), "--out", help="folder for the runs"),
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
               only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run "
-                                                 "(fl_baselines runs with --quick only when named here)"),
+                                                 "(fl_baselines and the straggler shoot-out, `shootout`, run with --quick only when named here)"),
               write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
               quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours (and
-    the FL baselines' table beside FedAvg, run in the full mode or with --only fl_baselines)."""
+    the FL baselines' table beside FedAvg and the straggler shoot-out, run in the full mode or named with --only:
+    fl_baselines, shootout)."""
     from edgesync import reproduce as rp
     from edgesync.reproduce.audit import earlier_figures, write_data
     if runtime not in ("sim", "live"):
@@ -34,9 +35,11 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
         raise typer.Exit(2)
     keys = [e.key for e in rp.EXPERIMENTS]
     chosen = [k.strip() for k in only.split(",")] if only else None
+    if chosen:  # a group's name stands for its experiments (shootout: every mix × split)
+        chosen = list(dict.fromkeys(x for k in chosen for x in rp.GROUPS.get(k, (k,))))
     if chosen and set(chosen) - set(keys):
-        err.print(f"[red]--only: unknown {sorted(set(chosen) - set(keys))}; experiments are {keys}[/red]",
-                  highlight=False)
+        err.print(f"[red]--only: unknown {sorted(set(chosen) - set(keys))}; experiments are {keys}, or the group "
+                  f"{', '.join(rp.GROUPS)}[/red]", highlight=False)
         raise typer.Exit(2)
     root = reuse or out_dir
     if reuse is None:
@@ -48,13 +51,15 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
                      parallel=parallel)
     results = rp.evaluate(root)
     compared = [data for c in rp.COMPARISONS if (data := rp.baselines.record(root, c)) is not None]
-    if not results and not compared:
+    shootout = rp.shootout.record(root)
+    if not results and not compared and shootout is None:
         err.print(f"[red]no finished experiment in {root}[/red]", highlight=False)
         raise typer.Exit(1)
     # The folder's record says how its runs were made; runs without one are taken as the options say.
     key = rp.folder_key(root) or f"{'quick' if quick else 'full'}-{runtime}"
     earlier = earlier_figures(key) if write_docs and results else None  # the docs' table this one replaces
     sections = ([rp.table(results, earlier)] if results else []) + [rp.baselines.render(d) for d in compared]
+    sections += [rp.shootout.render(shootout)] if shootout is not None else []
     text = "\n\n".join(sections)
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
@@ -69,3 +74,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
         path = rp.write_baselines(data, key, rp.docs_note(root, key, [data["experiment"]]))
         out.print(f"{data['experiment']}'s table written to docs/results.md ({key}), its per-run figures to {path}",
                   highlight=False)
+    if shootout is not None:
+        path = rp.write_shootout(shootout, key, rp.docs_note(root, key, list(shootout["experiments"])))
+        out.print(f"the straggler shoot-out written to docs/stragglers.md ({key}) with its Pareto plots, its "
+                  f"per-run figures to {path}", highlight=False)

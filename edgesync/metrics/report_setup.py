@@ -6,6 +6,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import Any
 
+from edgesync.algorithms.machinery.stragglers import STRAGGLER_KEYS
 from edgesync.emulation.profiles import ConstantProfile, parse_profile
 from edgesync.metrics.formatting import NONE, RunData, code, num, pct
 from edgesync.metrics.report_values import describe_value, device_text, first_given, nested
@@ -29,7 +30,7 @@ def setup_paragraph(run: RunData) -> str:
         parts.append(f"seeds {', '.join(map(str, seeds))}")
     sentence = "; ".join(p for p in parts if p) or "no scenario recorded"
     shown = run.aggregates or {label: run.summary[label] for label in run.labels}
-    entries = ", ".join(code(label) + (f" ({e['algorithm']})" if e.get("algorithm") not in (None, label) else "")
+    entries = ", ".join(code(label) + _entry_note(e.get("algorithm"), label, _mitigation(s, label))
                         for label, e in shown.items())
     tested = "validation" if run.on_validation else "test"
     target = f" Target {tested} accuracy: {pct(run.target_acc)}." if run.target_acc is not None else ""
@@ -37,6 +38,23 @@ def setup_paragraph(run: RunData) -> str:
     coordinator = _coordinator_time(s) if run.virtual_time else ""
     return (f"**Setup.** {sentence[0].upper()}{sentence[1:]}.{coordinator} "
             f"Entries compared: {entries or NONE}.{target}{started}")
+
+
+MITIGATION_KEYS = (*STRAGGLER_KEYS, "partial_work")
+
+
+def _mitigation(scenario: dict, label: str) -> str:
+    """The straggler mitigation an entry runs with, as its keys say it ('backup_workers 1'); '' for none."""
+    entry = next((a for a in scenario.get("algorithms") or [] if isinstance(a, dict)
+                  and (a.get("label") or a.get("name")) == label.split("@")[0]), {})
+    return ", ".join(f"{k} {entry[k]}" for k in MITIGATION_KEYS
+                     if entry.get(k) is not None and not (k == "partial_work" and entry[k] == "drop"))
+
+
+def _entry_note(algorithm: Any, label: str, mitigation: str) -> str:
+    said = [str(algorithm)] if algorithm not in (None, label) else []
+    said += [mitigation] if mitigation else []
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def _coordinator_time(scenario: dict) -> str:

@@ -27,6 +27,10 @@ beside FedAvg, read by the same verdict and censoring rules (baselines.py), and 
 docs/results.md with its record in docs/data/. It runs in the full mode; `--quick` runs it only when `--only`
 names it, so that the quick suite keeps to its minutes.
 
+The straggler shoot-out (`--only shootout`: eight experiments, one per device mix × data split) ranks every
+mitigation practitioners use, plain SSGD and ASGD and the seed papers' methods per mix, reads each against the
+best practitioners' mitigation, and writes docs/stragglers.md with its Pareto plots (shootout.py).
+
 experiments.py: what runs; claims.py: each claim, defined once (the benchmarks use them too); suite.py:
 running and the manifest; verdicts.py: figures, intervals, verdicts and the table; censoring.py: seeds
 without a plain figure (an unreached time censored at its run's end, divergence named), counted against
@@ -35,15 +39,16 @@ docs/data/.
 """
 from __future__ import annotations
 
-from edgesync.reproduce import baselines, suite
+from edgesync.reproduce import baselines, shootout, suite
 from edgesync.reproduce.baselines import COMPARISONS, Comparison
 from edgesync.reproduce.claims import CLAIMED, CLAIMS, Claim, Rows
-from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
-from edgesync.reproduce.results_doc import base_steps, baselines_block, docs_note, markers, write_baselines, write_docs
+from edgesync.reproduce.experiments import EXPERIMENTS, GROUPS, SEEDS, Experiment
+from edgesync.reproduce.results_doc import (base_steps, baselines_block, docs_note, markers, write_baselines, write_docs,
+                                            write_shootout)
 from edgesync.reproduce.suite import MANIFEST, ROOT, folder_key, machine, read_manifest, run_suite
 from edgesync.reproduce.verdicts import count_line, evaluate, table, verdict
 
-__all__ = ["COMPARISONS", "Comparison", "baselines", "CLAIMED", "CLAIMS", "Claim", "Rows", "EXPERIMENTS", "SEEDS",
+__all__ = ["COMPARISONS", "Comparison", "baselines", "shootout", "GROUPS", "write_shootout", "CLAIMED", "CLAIMS", "Claim", "Rows", "EXPERIMENTS", "SEEDS",
            "Experiment", "base_steps", "baselines_block", "docs_note", "markers", "write_baselines", "write_docs",
            "MANIFEST", "ROOT", "folder_key", "machine", "read_manifest", "run_suite", "suite", "count_line",
            "evaluate", "table", "verdict"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgesync.config.tune import DEFAULT_TUNING_SEED
+from edgesync.reproduce import shootout_setup as shootout
 
 SEEDS = {"quick": [0, 1, 2], "full": [0, 1, 2, 3, 4]}  # the issue asks ≥ 3 quick, ≥ 5 full
 TUNING_SEED = DEFAULT_TUNING_SEED  # never an evaluation seed, so no seed both chooses and judges
@@ -93,4 +94,11 @@ EXPERIMENTS = (
                quick=("stop.time_budget_s=20", "stop.target_acc=0.7", "eval.test_size=1000",
                       _tune(_FL_QUICK_GRID, "final_acc", 1, "{time_budget_s: 10}")),
                full=(_tune(_FL_GRID, "final_acc", 1, "{time_budget_s: 20}"),), in_quick=False),
+    # the straggler shoot-out (reproduce/shootout.py): one experiment per device mix × data split, no paper claim
+    # of its own but the seed papers' methods read against the best practitioners' mitigation; `--only shootout`
+    *(Experiment(shootout.key(mix, split), shootout.SCENARIO, quick=shootout.overrides(mix, split, "quick"),
+                 full=shootout.overrides(mix, split, "full"), in_quick=False)
+      for mix in shootout.MIXES for split in shootout.SPLITS),
 )
+# names `--only` takes for several experiments at once
+GROUPS = {"shootout": shootout.KEYS}

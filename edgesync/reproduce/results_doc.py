@@ -103,3 +103,22 @@ def write_baselines(data: dict, key: str, note: str, doc: Path = ROOT / "docs" /
     folder = folder or DATA_DIR
     write_block(doc, block, f"_Written by `edgesync reproduce` ({note}; {data_note(block)})._", data, folder)
     return data_path(block, folder)
+
+
+STRAGGLERS_DOC = ROOT / "docs" / "stragglers.md"
+
+
+def write_shootout(data: dict, key: str, note: str, doc: Path = STRAGGLERS_DOC, folder: Path | None = None) -> Path:
+    """Keep the shoot-out's record (shootout.record) in docs/data/, draw its block in docs/stragglers.md from it and
+    its Pareto plots into docs/img/. Returns the record's path."""
+    from edgesync.docs_data import DATA_DIR, data_note, data_path, write_block
+    from edgesync.reproduce.shootout import plot
+    block = f"stragglers:{key}"
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+    if begin not in doc.read_text():
+        replace_block(doc, begin, end, "", missing=f"## The shoot-out, measured ({key})")
+    folder = folder or DATA_DIR
+    write_block(doc, block, f"_Written by `edgesync reproduce --only shootout` ({note}; {data_note(block)})._", data,
+                folder)
+    plot(data, doc.parent / "img")
+    return data_path(block, folder)
