@@ -18,6 +18,7 @@ from pathlib import Path
 WRITERS = {
     "reproduce": "edgesync reproduce --write-docs",
     "baselines": "edgesync reproduce --write-docs",
+    "stragglers": "edgesync reproduce --only shootout --write-docs",
     "cross_check": "benchmarks/cross_check.py --write-docs",
     "throttle_fidelity": "benchmarks/throttle_fidelity.py --write-docs",
     "tuned": "benchmarks/tuned_comparison.py --write-docs",

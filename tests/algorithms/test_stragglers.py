@@ -207,3 +207,9 @@ def test_the_keys_are_checked(config, message):
 def test_no_mitigation_no_extras():
     s, _ = ssgd(clients=2)
     assert discarded_extras(s, 0) == {}
+
+
+def test_the_report_names_the_same_keys():
+    from edgesync.algorithms.machinery.stragglers import STRAGGLER_KEYS
+    from edgesync.metrics.report_setup import MITIGATION_KEYS
+    assert MITIGATION_KEYS == (*STRAGGLER_KEYS, "partial_work")
