@@ -23,7 +23,8 @@ from pathlib import Path
 
 from edgesync.metrics.seeds import by_seed, interval
 from edgesync.reproduce.audit import ROW_FIELDS
-from edgesync.reproduce.baselines import Comparison, _chosen, _mean, _points, _time, accuracy_reading, read, time_reading
+from edgesync.reproduce.baselines import (Comparison, _chosen, _mean, _points, _time, _tuning_line, accuracy_reading,
+                                         read, time_reading)
 from edgesync.reproduce.shootout_setup import (BUDGET_S, ENTRIES, GROUP, KEYS, MIXES, OWN_MIX, PRACTITIONERS, SPLITS,
                                                key)
 
@@ -101,6 +102,7 @@ def mix_table(experiment: dict, title: str) -> list[str]:
     target, tuning = experiment["target_acc"], experiment["tuning"]
     order = sorted((e for e in ENTRIES if _runs(groups, e)), key=lambda e: _censored_mean(_runs(groups, e)))
     lines = [f"**{title}** — best practitioner (by validation): `{best}`", "",
+             *([_tuning_line(tuning), ""] if tuning else []),
              f"| rank | entry | group | tuned (validation time to {target}) | time to {target} (s) | final acc. (%) | "
              f"compute thrown away (%) | MB moved | {best}'s time ÷ its own | faster, slower or no difference | "
              f"final acc. − {best}'s (pt) | higher, lower or no difference |",

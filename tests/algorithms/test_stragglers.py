@@ -125,16 +125,41 @@ def test_a_deadline_with_nothing_in_closes_at_the_first_report():
 
 
 def test_a_deadline_relative_to_the_median_client():
-    # round 0 has no deadline (nobody timed); its round times 1, 2 and 10 s give round 1 a deadline of
-    # 1.5 × median(1, 2, 10) = 3 s after its start
+    # f = 1.5. Round 0: nobody timed, so its own median sets it: the second of three reports arrives at 2 s, the
+    # deadline is 1.5 × 2 = 3 s; client 2 (10 s) misses it. Round 1 starts at 3 s with clients 0 and 1, timed at
+    # 1 and 2 s: 1.5 × median(1, 2) = 2.25 s after its start.
     clock = Clock()
     s, _ = ssgd(clients=3, clock=clock, deadline_median=1.5)
     assert s.due() == math.inf
-    for c, t in ((0, 1.0), (1, 2.0), (2, 10.0)):
+    for c, t in ((0, 1.0), (1, 2.0)):
         clock.t = t
         s.on_update(c, grad([0.0, 0.0]))
-    assert s.last_round_s == {0: 1.0, 1: 2.0, 2: 10.0}
-    assert s.due() == 10.0 + 3.0
+    assert s.due() == 3.0 and s.updates == 0
+    clock.t = 3.0
+    sends = s.on_due()
+    assert s.updates == 1 and to(sends) == [0, 1] and s.last_round_s == {0: 1.0, 1: 2.0}
+    assert s.due() == 3.0 + 2.25
+    clock.t = 10.0
+    s.on_update(2, grad([9.0, 9.0], version=0))  # late: discarded, and now timed
+    assert s.discarded == {2: {"updates": 1, "steps": 1}} and s.last_round_s[2] == 10.0
+
+
+def test_partial_work_drops_in_a_round_whose_deadline_is_set_from_its_reports():
+    # nobody timed: no budget can be told, so the first round closes at its own median's deadline and drops the
+    # rest; from the next round on the participants are told it
+    clock = Clock()
+    s = DeltaServer(LocalSGDConfig(deadline_median=2.0, partial_work="accept"),
+                    ModelState(torch.zeros(2), torch.zeros(0)), [0, 1, 2])
+    s.now, s.population = clock, Population(0, {0: 1, 1: 1, 2: 1})
+    assert all("time_budget_s" not in send.instruction.meta for send in s.start())
+    for c, t in ((0, 1.0), (1, 1.0)):
+        clock.t = t
+        s.on_update(c, delta([1.0, 1.0]))
+    assert s.due() == 2.0
+    clock.t = 2.0
+    sends = s.on_due()
+    assert s.updates == 1 and [send.instruction.meta["time_budget_s"] for send in sends] == [2.0, 2.0]
+    assert s.due() == math.inf  # told: the round waits for what each did by then
 
 
 def local_sgd(partial_work, **config) -> DeltaServer:

@@ -50,8 +50,8 @@ from pydantic import Field, model_validator
 from edgesync.algorithms.machinery.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.machinery.participation import ParticipationConfig, choose, round_size
-from edgesync.algorithms.machinery.stragglers import (StragglerConfig, draw_size, reports_needed,
-                                                       round_deadline)
+from edgesync.algorithms.machinery.stragglers import (StragglerConfig, draw_size, in_round_deadline,
+                                                       reports_needed, round_deadline)
 from edgesync.algorithms.machinery.warmup import Warmup
 
 
@@ -93,8 +93,10 @@ class RoundServer(ServerAlgorithm):
         # the round's close rule and deadline, and what arrived too late
         self.busy: dict[int, float] = {}  # client → when its instruction was sent
         self.last_round_s: dict[int, float] = {}
-        self.need = 0  # reports that close the round (its participants, unless a mitigation closes it earlier)
+        self.need: int | None = None  # reports that close the round early (None: every participant's)
         self.deadline_at = math.inf  # on the runtime's clock
+        self.round_started = 0.0
+        self.budget_told = False  # partial work: the participants were told the deadline (it was known at the start)
         self.past_deadline = False  # the deadline passed with nothing reported: the first report closes the round
         self.discarded: dict[int, dict[str, int]] = {}  # client → late updates and the local steps they held
         self._reset()
@@ -105,8 +107,8 @@ class RoundServer(ServerAlgorithm):
 
     def load_state_dict(self, state: dict) -> None:
         defaults = {"ring_group": 0, "ring_members": [], "awaiting": None, "held": False, "busy": {},
-                    "last_round_s": {}, "need": len(state.get("clients", [])), "deadline_at": math.inf,
-                    "past_deadline": False, "discarded": {}}
+                    "last_round_s": {}, "need": None, "deadline_at": math.inf,
+                    "round_started": 0.0, "budget_told": False, "past_deadline": False, "discarded": {}}
         super().load_state_dict({**defaults, **state, "current": set()})  # resumed clients hold no replica
         if self.awaiting is not None:  # saved before the mean came: that round again
             self.round, self.awaiting, self.held = self.awaiting["round"], None, False
@@ -159,6 +161,9 @@ class RoundServer(ServerAlgorithm):
         self.participation[client] = self.participation.get(client, 0) + 1
         if ring is not None:  # all-reduce: the clients summed; the lead's mean follows its report
             return self._close_round_if_complete()
+        if self.deadline_at == math.inf:  # deadline_median in a round that started without one
+            self.deadline_at = self.round_started + in_round_deadline(
+                self.config, len(self.clients), len(self.reported), self.now() - self.round_started)
         w = self.weight(update)
         self.weight_sum += w
         self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
@@ -194,7 +199,7 @@ class RoundServer(ServerAlgorithm):
     def due(self) -> float:
         """The round's deadline, while it is one the runtime must wake the server half for (the round is
         open and closes there, not at its clients' partial reports)."""
-        if self.past_deadline or getattr(self.config, "partial_work", "drop") != "drop" or self.awaiting:
+        if self.past_deadline or self.budget_told or self.awaiting:
             return math.inf
         return self.deadline_at if self.clients else math.inf
 
@@ -298,11 +303,11 @@ class RoundServer(ServerAlgorithm):
         return sends
 
     def _complete(self) -> bool:
-        """Every participant has reported; or, with a mitigation, the round's `need` of them, or some after
-        its deadline."""
+        """Every participant has reported; or the round's `need` of them (backup workers, close_at,
+        over-selection), or some after its deadline."""
         if self.past_deadline:
             return True
-        if not (isinstance(self.config, StragglerConfig) and self.config.mitigates):
+        if self.need is None:
             return self.reported.issuperset(self.clients)
         return len(self.reported) >= min(self.need, len(self.clients))
 
@@ -323,7 +328,9 @@ class RoundServer(ServerAlgorithm):
         for client in chosen:
             self.include(client)
         self.need = reports_needed(config, len(self.clients), len(self.online), target)
-        self.deadline_at = self.now() + round_deadline(config, self.clients, self.last_round_s)
+        self.round_started = self.now()
+        self.deadline_at = self.round_started + round_deadline(config, self.clients, self.last_round_s)
+        self.budget_told = getattr(config, "partial_work", "drop") != "drop" and self.deadline_at < math.inf
         self.past_deadline = False
         if self.all_reduce and (self.clients != self.ring_members or self.attempt):
             self.ring_group += 1  # gloo groups are fixed: new members, or a failed try, need a new one
@@ -346,7 +353,7 @@ class RoundServer(ServerAlgorithm):
     def _instruction(self, client: int) -> Send:
         meta = self.instruction_meta(client)
         self.busy[client] = self.now()
-        if getattr(self.config, "partial_work", "drop") != "drop" and self.deadline_at < math.inf:
+        if self.budget_told:
             meta["time_budget_s"] = round(max(0.0, self.deadline_at - self.now()), 6)  # stop by the deadline
         if not self.all_reduce:
             return Send(client, model_instruction(self.params, self.buffers, self.round, **meta))

@@ -8,13 +8,14 @@
   ⌈1.3·K⌉ of the online clients and closes at the first K reports.
 - **A round deadline** (Bonawitz et al.'s reporting window): `deadline_s` seconds after the round's start, or
   `deadline_median: f` = f × the median, over the round's participants, of each one's last round time (from
-  the instruction's sending to its report's arrival, late reports included; clients never timed have none,
-  and a round none of whose participants was ever timed has no deadline). With `partial_work: drop` (the
-  default) the round closes at its deadline with the reports that have arrived (at the first report after it
-  if none has).
+  the instruction's sending to its report's arrival, late reports included). While fewer than half of the
+  participants have been timed (the first round), the median is this round's own: when half of its reports
+  are in, the deadline is set at f × the time they took. With `partial_work: drop` (the default) the round
+  closes at its deadline with the reports that have arrived (at the first report after it if none has).
 - **Partial work** (`partial_work: accept | normalise`, algorithms with local steps only): each participant is
   told the time left to the deadline and stops its local steps so as to finish by then (by its last step's
   time: a client not yet timed runs one step), reporting what it did. The round waits for every participant.
+  A round whose deadline is not known when it starts (set from its own reports) drops late reports instead.
   `accept` averages the reports as they are (FedProx's tolerance of partial solutions, Li et al. 2020; a
   client that ran no step reports Δ = 0 and counts in the mean); `normalise` is FedNova's weighting (Wang et
   al. 2020): d_i = Δ_i/τ_i, θ ← θ + ε·τ_eff·Σ p_i·d_i.
@@ -96,9 +97,10 @@ def draw_size(config: ParticipationConfig, target: int, available: int) -> int:
     return min(available, math.ceil(f * target)) if f else target
 
 
-def reports_needed(config: ParticipationConfig, drawn: int, online: int, target: int) -> int:
+def reports_needed(config: ParticipationConfig, drawn: int, online: int, target: int) -> int | None:
     """How many reports close a round of `drawn` participants among `online` clients (`target`: the sample
-    size asked for, K): all of them unless a mitigation closes it earlier; at least one."""
+    size asked for, K): at least one, when a mitigation closes it early; None (every participant, those that
+    join it later too) when none does."""
     b = getattr(config, "backup_workers", None)
     if b is not None:
         return max(1, min(drawn, online - b))
@@ -107,7 +109,7 @@ def reports_needed(config: ParticipationConfig, drawn: int, online: int, target:
         return max(1, min(drawn, k))
     if getattr(config, "over_select", None):
         return max(1, min(drawn, target))
-    return drawn
+    return None
 
 
 def round_deadline(config: ParticipationConfig, participants: list[int], last_round_s: dict[int, float]) -> float:
@@ -116,9 +118,18 @@ def round_deadline(config: ParticipationConfig, participants: list[int], last_ro
         return float(config.deadline_s)
     f = getattr(config, "deadline_median", None)
     timed = [last_round_s[c] for c in participants if c in last_round_s]
-    if f is None or not timed:
-        return math.inf
+    if f is None or 2 * len(timed) < len(participants) or not timed:
+        return math.inf  # none, or set from this round's own reports (in_round_deadline)
     return f * median(timed)
+
+
+def in_round_deadline(config: ParticipationConfig, participants: int, reported: int, elapsed_s: float) -> float:
+    """`deadline_median` in a round that started without one: once half of its `participants` have reported,
+    `elapsed_s` after its start, f × that time (∞ before, or without the key)."""
+    f = getattr(config, "deadline_median", None)
+    if f is None or 2 * reported < participants:
+        return math.inf
+    return f * elapsed_s
 
 
 def discarded_extras(server, rank: int) -> dict:
