@@ -25,8 +25,8 @@ from edgesync.metrics.seeds import by_seed, interval
 from edgesync.reproduce.audit import ROW_FIELDS
 from edgesync.reproduce.baselines import (Comparison, _chosen, _mean, _points, _time, _tuning_line, accuracy_reading,
                                          read, time_reading)
-from edgesync.reproduce.shootout_setup import (BUDGET_S, ENTRIES, GROUP, KEYS, MIXES, OWN_MIX, PRACTITIONERS, SPLITS,
-                                               key)
+from edgesync.reproduce.shootout_setup import (BUDGET_S, ENTRIES, FIRST_EVAL_S, GROUP, KEYS, MIXES, OWN_MIX,
+                                               PRACTITIONERS, SPLITS, key)
 
 # ----------------------------------------------------------------------------------------------- the record
 def record(out: Path) -> dict | None:
@@ -190,43 +190,52 @@ def render(data: dict) -> str:
 # ----------------------------------------------------------------------------------------------- the figure
 def plot(data: dict, folder: Path) -> list[Path]:
     """Per mix, docs/img/stragglers-MIX.png: each entry's mean time to the target (unreached counted at the
-    budget, drawn hollow) against its mean final accuracy, with their intervals, one panel per split."""
+    budget, drawn hollow) against its mean final accuracy, with their intervals (clipped to what a time and an
+    accuracy can be), one panel per split; colour by group, a marker per entry, one legend."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from edgesync.metrics.plot_canvas import DPI, save_figure
     colours = {"practitioners": "tab:blue", "plain": "tab:gray", "seed papers": "tab:red"}
+    shapes = "osD^vPX"
+    marker = {label: shapes[[e for e in ENTRIES if GROUP[e] == GROUP[label]].index(label)] for label in ENTRIES}
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for mix, (name, _) in MIXES.items():
         present = [(s, data["experiments"][key(mix, s)]) for s in SPLITS if key(mix, s) in data["experiments"]]
         if not present:
             continue
-        fig = Figure(figsize=(11.0, 4.6), dpi=DPI, layout="constrained")
+        fig = Figure(figsize=(12.0, 4.8), dpi=DPI, layout="constrained")
         axes = fig.subplots(1, len(present), squeeze=False)[0]
         for ax, (split, experiment) in zip(axes, present):
             groups = _groups(experiment)
             for label in ENTRIES:
                 runs = _runs(groups, label)
-                if not runs:
-                    continue
                 times = [r.get("time_to_target_s") or r.get("duration_s") or BUDGET_S for r in runs]
-                accs = [_points(r) for r in runs if _points(r) is not None]
+                accs = [p for p in (_points(r) for r in runs) if p is not None]
                 t, a = interval(times), interval(accs)
                 if t.mean is None or a.mean is None:
                     continue
                 reached = all(r.get("time_to_target_s") is not None for r in runs)
                 colour = colours[GROUP[label]]
-                ax.errorbar(t.mean, a.mean, xerr=_half(t), yerr=_half(a), fmt="o", color=colour,
-                            mfc=colour if reached else "white", capsize=2, lw=0.8)
-                ax.annotate(label, (t.mean, a.mean), textcoords="offset points", xytext=(4, 3), fontsize=7)
+                ax.errorbar(t.mean, a.mean, xerr=_clipped(t, FIRST_EVAL_S, BUDGET_S), yerr=_clipped(a, 0.0, 100.0),
+                            fmt=marker[label], color=colour, mfc=colour if reached else "white", ms=7, capsize=2,
+                            lw=0.8, alpha=0.9)
             ax.set_xscale("log")  # a ×100 device's synchronous rounds and an asynchronous entry's updates, on one axis
+            ax.set_xlim(FIRST_EVAL_S * 0.8, BUDGET_S * 1.25)
             ax.set_title(f"{SPLITS[split][0]} data")
-            ax.set_xlabel(f"time to {experiment['target_acc']} (virtual s; hollow: not reached in every seed)")
+            ax.set_xlabel(f"time to {experiment['target_acc']} (virtual s, log; hollow: not reached in every seed)")
             ax.set_ylabel(f"final accuracy after {BUDGET_S} s (%)")
             ax.grid(True, alpha=0.35, linestyle=":")
-        fig.suptitle(f"{name}: blue practitioners' mitigations, grey plain SSGD/ASGD, red the seed papers' methods")
+        handles = [Line2D([], [], ls="", marker=marker[e], color=colours[GROUP[e]], ms=7) for e in ENTRIES]
+        fig.legend(handles, [f"{e} ({GROUP[e]})" for e in ENTRIES], loc="outside right center", frameon=False,
+                   fontsize=8)
+        fig.suptitle(f"{name}: mean and 95% interval over the seeds")
         paths.append(save_figure(fig, folder / f"stragglers-{mix}.png"))
     return paths
 
 
-def _half(iv) -> float:
-    return 0.0 if iv.low is None else (iv.high - iv.low) / 2
+def _clipped(iv, low: float, high: float) -> list[list[float]]:
+    """An interval's error bar as [[below], [above]] the mean, cut at what the figure can be."""
+    if iv.low is None:
+        return [[0.0], [0.0]]
+    return [[iv.mean - max(low, iv.low)], [min(high, iv.high) - iv.mean]]

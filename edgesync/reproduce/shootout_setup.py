@@ -24,6 +24,7 @@ ENTRIES = PRACTITIONERS + PLAIN + METHODS
 OWN_MIX = {"esync": "x10", "shat": "x100", "dgs": "gamma", "dana_dc": "gamma"}
 GROUP = {**{e: "practitioners" for e in PRACTITIONERS}, **{e: "plain" for e in PLAIN},
          **{e: "seed papers" for e in METHODS}}
+FIRST_EVAL_S = 0.25  # the scenario's eval.every_s: the soonest a run can be seen at the target
 BUDGET_S = 8  # virtual seconds per run: eight hundred steps of a ×1 device
 _GRIDS = {"quick": ("{lr: [0.05, 0.1, 0.2]}", 1), "full": ("{lr: [0.025, 0.05, 0.1, 0.2]}", 2)}
 
