@@ -365,13 +365,13 @@ def test_quick_runs_fl_baselines_only_when_named(tmp_path, monkeypatch):
     ran = []
     monkeypatch.setattr(rp.suite, "_run_one", lambda scenario, overrides, folder, *rest: ran.append(folder.name) or 0.0)
     rp.run_suite(tmp_path / "quick", quick=True, progress=False)
-    assert "fl_baselines" not in ran and "esync_iid" in ran
+    assert "fl_baselines" not in ran and "esync_iid" in ran and not set(rp.GROUPS["shootout"]) & set(ran)
     ran.clear()
     rp.run_suite(tmp_path / "only", quick=True, progress=False, only=["fl_baselines"])
     assert ran == ["fl_baselines"]
     ran.clear()
-    rp.run_suite(tmp_path / "full", quick=False, progress=False)
-    assert ran[-1] == "fl_baselines"
+    rp.run_suite(tmp_path / "full", quick=False, progress=False)  # the full mode runs them all, the shoot-out last
+    assert ran[-9:] == ["fl_baselines", *rp.GROUPS["shootout"]]
 
 
 def fl_row(acc, t, duration=40.0, updates=30, diverged=False):

@@ -65,7 +65,7 @@ def test_the_table_ranks_by_time_with_unreached_runs_at_their_end():
     e = experiment({"fedbuff": [2.0, 2.0, 2.0], "ssgd": [None, None, None], "asgd": [1.0, 1.0, 1.0],
                     "esync": [3.0, 3.0, 3.0]}, {"fedbuff": 1.0})
     table = shootout.mix_table(e, "one ×10")
-    ranked = [line.split("|")[2].strip() for line in table[4:]]
+    ranked = [line.split("|")[2].strip() for line in table if line[:4] in ("| 1 ", "| 2 ", "| 3 ", "| 4 ")]
     assert ranked == ["`asgd`", "`fedbuff`", "`esync`", "`ssgd`"]
     assert "not reached (0/3)" in table[-1]
     picks = shootout.picks({"experiments": {key("x10", "iid"): e}})

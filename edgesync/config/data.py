@@ -73,7 +73,7 @@ class ModelSpec(OutsideNamed):
     KIND, BUILT_IN, CALLABLE = "model", MODEL_NAMES, "builder"
     outside = staticmethod(outside_builder)
 
-    name: str = Field("cnn", description="cnn, vgg_small, resnet18; or an installed entry point of edgesync.models, "
+    name: str = Field("cnn", description="cnn, mlp, vgg_small, resnet18; or an installed entry point of edgesync.models, "
                       "or a 'package.module:builder' reference (a torchvision.models builder too)")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside model's "
                                  "builder (JSON values); built-in models take none")

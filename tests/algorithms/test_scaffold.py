@@ -335,7 +335,7 @@ def test_a_resumed_server_goes_on_with_c_and_clients_that_kept_their_halves_see_
     for rank, c in kept.items():
         c.load_state_dict(copy.deepcopy(clients[rank].state_dict()))
     deliver(server, clients, sends)
-    deliver(restored, kept, restored.broadcast())  # what the resumed coordinator's start sends
+    deliver(restored, kept, restored.start())  # what the resumed coordinator's start sends
     assert torch.equal(restored.params, server.params) and torch.equal(restored.control, server.control)
     assert torch.equal(restored.params, vec(0.453125)) and restored.control_epoch == 0
 
@@ -346,7 +346,7 @@ def test_a_resumed_server_with_clients_set_up_afresh_restarts_from_zero():
     deliver(server, clients, server.start())
     restored, fresh = setup(option=2)
     restored.load_state_dict(copy.deepcopy(server.state_dict()))
-    sends = deliver(restored, fresh, restored.broadcast())
+    sends = deliver(restored, fresh, restored.start())  # the resumed coordinator's start
     # round 2 from x = 0.5 with c = −0.125 and c_i = 0 (the resumed clients): Δy_A from steps
     # y − 0.5·(y − 2 − 0.125): 0.5 → 1.3125 → 1.71875, Δy_A = 1.21875; B: y − 0.5·(y + 1 − 0.125): 0.5 → −0.1875,
     # Δy_B = −0.6875. x = 0.5 + ½(1.21875 − 0.6875) = 0.765625; c restarts from 0, and with it every c_i

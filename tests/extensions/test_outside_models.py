@@ -35,7 +35,7 @@ def test_a_torchvision_builder_is_a_model_as_it_is():
 
 
 @pytest.mark.parametrize("model, says", [
-    ({"name": "nonet"}, "model.name: unknown model; known names: cnn, vgg_small, resnet18"),
+    ({"name": "nonet"}, "model.name: unknown model; known names: cnn, mlp, vgg_small, resnet18"),
     ({"name": "ext_fixture:NOT_A_SPEC"}, "names a dict, not a callable that builds a model"),
     ({"name": "cnn", "args": {"width": 3}}, "cnn is built in and takes none"),
     ({"name": "ext_fixture:tiny_net", "args": {"depth": 3}}, "unexpected keyword argument 'depth'"),
