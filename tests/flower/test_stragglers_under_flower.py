@@ -26,5 +26,8 @@ def test_backup_workers_and_partial_work_over_flower(fake_grid, tmp_path):
     # reports what it ran in it: fewer steps, none discarded
     clients = {(r["algorithm"], r["client"]): r for r in read_jsonl(tmp_path / "run" / "clients.jsonl")}
     slow = clients[("partial", 2)]
-    assert slow["wasted_steps"] <= 6 and slow["rounds"] >= 2  # (a loaded host may let it make round 0)
-    assert slow["steps"] < clients[("partial", 0)]["steps"]
+    assert slow["wasted_steps"] <= 6  # round 0's at most (a loaded host may let it make round 0)
+    # (on a loaded host its round-0 steps may outlast the entry: then it reports in no round)
+    assert slow["rounds"] == 0 or slow["steps"] < clients[("partial", 0)]["steps"]
+    partial = [r for r in rows if r["algorithm"] == "partial" and "contributors" in r]
+    assert len(partial) == 6 and all({0, 1} <= set(r["contributors"]) for r in partial)
