@@ -105,7 +105,10 @@ def render(runs: list[dict]) -> str:
             rows.append(f"| {run['seed']} | {run['base_step_s'] * 1e3:.1f} | {label} | " + " | ".join(cells) + " |")
             if label != first:
                 agreement.setdefault(label, []).append(ratio(ss, sl))
-    return HEADER + "\n".join(rows) + "\n\n" + agreement_table(agreement) + "\n\n" + time_table(times)
+    return (HEADER + "\n".join(rows) + "\n\n"
+            + agreement_table(agreement, "speedup", "the simulator's speedup is smaller",
+                              "the simulator's speedup is larger") + "\n\n"
+            + agreement_table(times, "time to target", "the simulator is faster", "the simulator is slower"))
 
 
 HEADER = ("| seed | base step (ms) | entry | live (s) | sim (s) | sim ÷ live | speedup, live | speedup, sim "
@@ -115,29 +118,15 @@ HEADER = ("| seed | base step (ms) | entry | live (s) | sim (s) | sim ÷ live | 
 AGREE_WITHIN = 0.25  # the speedups agree when sim ÷ live lies within 1 ± 0.25 (issue 18's 25%)
 
 
-def agreement_table(agreement: dict[str, list[float | None]]) -> str:
-    """Each entry's speedup over the first entry, simulated ÷ live, over the seeds: the project's one verdict
-    rule (≥ 3 seeds, the 95% interval; they agree only when the whole interval lies within 1 ± 0.25)."""
+def agreement_table(values_by_entry: dict[str, list[float | None]], what: str, lower: str, higher: str) -> str:
+    """`what`, simulated ÷ live, per entry over the seeds by the project's one verdict rule (≥ 3 seeds, the 95%
+    interval): the runtimes agree only when the whole interval lies within 1 ± 0.25 (a seed with no figure,
+    e.g. one that did not reach the target, gives none)."""
     from edgesync.metrics.verdict import compare, shown
-    lines = [f"| entry | speedup sim ÷ live, mean [95% CI]: verdict (agree = no difference within ±{AGREE_WITHIN:g}) |",
+    lines = [f"| entry | {what} sim ÷ live, mean [95% CI]: verdict (agree = no difference within ±{AGREE_WITHIN:g}) |",
              "|---|---|"]
-    for label, values in agreement.items():
-        decided = compare(values, 1.0, AGREE_WITHIN, lower="the simulator's speedup is smaller",
-                          higher="the simulator's speedup is larger")
-        lines.append(f"| {label} | {shown(decided)} |")
-    return "\n".join(lines)
-
-
-def time_table(times: dict[str, list[float | None]]) -> str:
-    """Each entry's time to the target, simulated ÷ live, over the seeds, by the same rule: the simulator agrees
-    with the live run when the whole interval lies within 1 ± 0.25 (a seed that did not reach it gives none)."""
-    from edgesync.metrics.verdict import compare, shown
-    lines = [f"| entry | time to target sim ÷ live, mean [95% CI]: verdict (agree = no difference within "
-             f"±{AGREE_WITHIN:g}) |", "|---|---|"]
-    for label, values in times.items():
-        decided = compare(values, 1.0, AGREE_WITHIN, lower="the simulator is faster",
-                          higher="the simulator is slower")
-        lines.append(f"| {label} | {shown(decided)} |")
+    for label, values in values_by_entry.items():
+        lines.append(f"| {label} | {shown(compare(values, 1.0, AGREE_WITHIN, lower=lower, higher=higher))} |")
     return "\n".join(lines)
 
 

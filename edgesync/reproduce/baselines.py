@@ -90,20 +90,32 @@ def read(reading: Reading, groups: dict, folder: str) -> tuple[str, str]:
 def record(out: Path, c: Comparison) -> dict | None:
     """What the table is drawn from, out of `out/EXPERIMENT` (None before the experiment has run): per seed, the
     ROW_FIELDS of each entry's row, the target, and what tuning chose (tuning.json)."""
-    folder = out / c.experiment
+    found = read_experiment(out / c.experiment, c.entries)
+    if found is None:
+        return None
+    return {"experiment": c.experiment, "title": c.title, "reference": c.reference, "entries": list(c.entries),
+            **found}
+
+
+def read_experiment(folder: Path, labels) -> dict | None:
+    """An experiment's run folder as a comparison reads it (None before it has run): its folder, per seed (as a
+    string, for JSON) the ROW_FIELDS of each of `labels`' rows, the target and what tuning chose."""
     summary_path = folder / "summary.json"
     if not summary_path.exists():
         return None
-    summary = json.loads(summary_path.read_text())
-    groups = by_seed(summary)
+    groups = by_seed(json.loads(summary_path.read_text()))
     rows = {str(seed): {label: {k: row[k] for k in ROW_FIELDS if k in row}
-                        for label, row in group.items() if label in c.entries}
+                        for label, row in group.items() if label in labels}
             for seed, group in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))}
     target = next((row.get("target_acc") for group in groups.values() for row in group.values()), None)
     tuning_path = folder / "tuning.json"
-    return {"experiment": c.experiment, "title": c.title, "reference": c.reference, "entries": list(c.entries),
-            "target_acc": target, "folder": str(folder), "rows": rows,
+    return {"target_acc": target, "folder": str(folder), "rows": rows,
             "tuning": _tuning(json.loads(tuning_path.read_text())) if tuning_path.exists() else None}
+
+
+def seed_groups(rows: dict) -> dict:
+    """`read_experiment`'s rows keyed by seed again (None, or the int), as the verdicts read them."""
+    return {None if seed == "None" else int(seed): by_label for seed, by_label in rows.items()}
 
 
 def _tuning(full: dict) -> dict:
@@ -118,7 +130,7 @@ def _tuning(full: dict) -> dict:
 def render(data: dict) -> str:
     """The comparison's table (and the tuning it ran with) from `record`'s output alone."""
     c = Comparison(data["experiment"], data["title"], data["reference"], tuple(data["entries"]))
-    groups = {None if seed == "None" else int(seed): rows for seed, rows in data["rows"].items()}
+    groups = seed_groups(data["rows"])
     target, tuning = data["target_acc"], data["tuning"]
     headings = [reading(c, c.reference).heading for reading in (accuracy_reading, time_reading)]
     lines = [f"**{c.title}** (`{data['folder']}`)", ""]

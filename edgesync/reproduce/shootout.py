@@ -21,31 +21,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from edgesync.metrics.seeds import by_seed, interval
-from edgesync.reproduce.audit import ROW_FIELDS
+from edgesync.metrics.seeds import interval
 from edgesync.reproduce.baselines import (Comparison, _chosen, _mean, _points, _time, _tuning_line, accuracy_reading,
-                                         read, time_reading)
+                                         read, read_experiment, seed_groups, time_reading)
 from edgesync.reproduce.shootout_setup import (BUDGET_S, ENTRIES, FIRST_EVAL_S, GROUP, KEYS, MIXES, OWN_MIX,
                                                PRACTITIONERS, SPLITS, key)
 
 # ----------------------------------------------------------------------------------------------- the record
 def record(out: Path) -> dict | None:
-    """What the block is drawn from, out of `out/shootout_*` (None before any has run)."""
+    """What the block is drawn from, out of `out/shootout_*` (None before any has run): each experiment as
+    baselines.read_experiment reads it, each row with the share of its clients' steps thrown away."""
     experiments = {}
     for k in KEYS:
-        folder = out / k
-        if not (folder / "summary.json").exists():
+        found = read_experiment(out / k, ENTRIES)
+        if found is None:
             continue
-        groups = by_seed(json.loads((folder / "summary.json").read_text()))
-        waste = _waste(folder / "clients.jsonl")
-        rows = {str(seed): {label: {**{f: row[f] for f in ROW_FIELDS if f in row},
-                                    "wasted_share": waste.get((label, seed))}
-                            for label, row in group.items() if label in ENTRIES}
-                for seed, group in sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))}
-        tuning = json.loads((folder / "tuning.json").read_text()) if (folder / "tuning.json").exists() else None
-        target = next((row.get("target_acc") for g in groups.values() for row in g.values()), None)
-        experiments[k] = {"folder": str(folder), "rows": rows, "target_acc": target,
-                          "tuning": _tuning(tuning) if tuning else None}
+        waste = _waste(out / k / "clients.jsonl")
+        for seed, by_label in found["rows"].items():
+            for label, row in by_label.items():
+                row["wasted_share"] = waste.get((label, None if seed == "None" else int(seed)))
+        experiments[k] = found
     return {"experiments": experiments} if experiments else None
 
 
@@ -61,14 +56,6 @@ def _waste(path: Path) -> dict[tuple[str, int | None], float]:
     return {k: (w / s if s else 0.0) for k, (w, s) in totals.items()}
 
 
-def _tuning(full: dict) -> dict:
-    return {"grid": full["grid"], "metric": full["metric"], "seed": full["seed"], "runs": full["runs"],
-            "validation_size": full["validation"]["size"], "extended": len(full.get("extended", [])),
-            "entries": {label: {"chosen": e["chosen"], "figure": e["figure"], "all_diverged": e["all_diverged"],
-                                "not_applicable": e["not_applicable"]} for label, e in full["entries"].items()},
-            "edges_left": full.get("edges_left", {})}
-
-
 def best_practitioner(experiment: dict) -> str:
     """The practitioners' entry whose tuning run reached the target soonest on validation data (the first one
     listed if no tuning was kept): chosen before any evaluation run is read."""
@@ -80,13 +67,18 @@ def best_practitioner(experiment: dict) -> str:
 
 # ----------------------------------------------------------------------------------------------- the block
 def _groups(experiment: dict) -> dict:
-    return {None if s == "None" else int(s): rows for s, rows in experiment["rows"].items()}
+    return seed_groups(experiment["rows"])
+
+
+def _censored_times(runs: list[dict]) -> list[float]:
+    """Each run's time to the target, an unreached run's counted at its run's end (the budget if unrecorded)."""
+    return [r["time_to_target_s"] if r.get("time_to_target_s") is not None else r.get("duration_s") or BUDGET_S
+            for r in runs]
 
 
 def _censored_mean(runs: list[dict]) -> float:
-    """The ranking's key: the mean time to the target with an unreached run counted at its run's end."""
-    times = [r.get("time_to_target_s") if r.get("time_to_target_s") is not None else r.get("duration_s", BUDGET_S)
-             for r in runs]
+    """The ranking's key: the mean of `_censored_times`."""
+    times = _censored_times(runs)
     return sum(times) / len(times) if times else float("inf")
 
 
@@ -210,9 +202,8 @@ def plot(data: dict, folder: Path) -> list[Path]:
             groups = _groups(experiment)
             for label in ENTRIES:
                 runs = _runs(groups, label)
-                times = [r.get("time_to_target_s") or r.get("duration_s") or BUDGET_S for r in runs]
                 accs = [p for p in (_points(r) for r in runs) if p is not None]
-                t, a = interval(times), interval(accs)
+                t, a = interval(_censored_times(runs)), interval(accs)
                 if t.mean is None or a.mean is None:
                     continue
                 reached = all(r.get("time_to_target_s") is not None for r in runs)

@@ -102,6 +102,11 @@ class RoundServer(ServerAlgorithm):
         self._reset()
 
     @property
+    def sampled(self) -> bool:
+        """Whether a round draws a sample of the online clients (participation.py), not all of them."""
+        return isinstance(self.config, ParticipationConfig) and self.config.samples_clients
+
+    @property
     def all_reduce(self) -> bool:
         return getattr(self.config, "aggregation", "ps") == "allreduce"
 
@@ -190,8 +195,7 @@ class RoundServer(ServerAlgorithm):
         if not self.clients:  # every other online client owes a report too: a round starts with this one
             self.attempt += 1
             return self.broadcast()
-        config = self.config
-        if isinstance(config, ParticipationConfig) and config.samples_clients:
+        if self.sampled:
             return []  # a sampled round keeps its draw
         self.include(client)
         return [self._instruction(client)]
@@ -319,8 +323,7 @@ class RoundServer(ServerAlgorithm):
         """Start the round: draw its participants among the online clients that owe no report and send them θ."""
         self.round_lr = self.warmup.lr()
         self.clients = []
-        config = self.config
-        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
+        config, sampled = self.config, self.sampled
         free = [c for c in self.online if c not in self.busy]
         target = round_size(config, len(free)) if sampled else len(free)
         drawn = draw_size(config, target, len(free))
@@ -345,10 +348,8 @@ class RoundServer(ServerAlgorithm):
     def _logs_rounds(self) -> bool:
         """Rounds are logged (who was drawn, who contributed) when they sample clients, some are offline or a
         mitigation may close them early."""
-        config = self.config
-        sampled = isinstance(config, ParticipationConfig) and config.samples_clients
-        mitigates = isinstance(config, StragglerConfig) and config.mitigates
-        return sampled or mitigates or len(self.online) < len(self.population.data_sizes)
+        mitigates = isinstance(self.config, StragglerConfig) and self.config.mitigates
+        return self.sampled or mitigates or len(self.online) < len(self.population.data_sizes)
 
     def _instruction(self, client: int) -> Send:
         meta = self.instruction_meta(client)

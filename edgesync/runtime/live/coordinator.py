@@ -190,9 +190,9 @@ class Coordinator:
                     self.evaluator.submit(self._snapshot(server, now))
                     next_eval += sc.eval.every_s
                 self.members.tend()
-                wake = min(next_eval, stop.time_budget_s, availability.next_change(), server.due())
+                wake = min(next_eval, stop.time_budget_s, availability.next_change(), (due := server.due()))
                 item = self.load.recv(self.members.recv, min(POLL_INTERVAL_S, max(0.0, wake - now)))
-                if (at := time.perf_counter() - self._started) >= server.due():  # a round's deadline
+                if (at := time.perf_counter() - self._started) >= due:  # a round's deadline (the half's `due`)
                     self._dispatch(server.on_due())
                     account.log_updates(server.drain_update_log(), at)
                 if item is None:
