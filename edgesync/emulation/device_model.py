@@ -37,7 +37,7 @@ one process: at once 5 u (a ×10 slot waits for all 50 steps, within its 10 base
 ×10 step at most, then its own: 2 u), where first come first served would need 50 u; the average, 5.9 u,
 sets the base. A ×1 and a ×4 slot alone in a process: 2 u, the ×1 slot's step and the ×4 slot's. The
 isolation plan treats a turn as one process: pinned when the host has a core per turn, else capped at
-twice its slots' summed need, every slot of it carrying the same plan.
+twice its slots' summed need at ×1, every slot of it carrying the same plan.
 
 **Fewer at once** (`at_most`): when no more than K clients can compute at once — a round that samples K
 clients (`clients_per_round`), or devices that come and go (availability: the online count's 3-sigma
@@ -51,8 +51,10 @@ The run's base is the slowest pool's, so a ×k client is ×k relative to every �
 at its own undisturbed step (right when every client has a core of its own).
 
 Isolation follows the same numbers: when a pool has a core per client, each client is pinned to one;
-otherwise each gets a CPU quota of twice its average need (a cap against a neighbour's burst, loose
-enough that a slow client's whole step still computes well within its target).
+otherwise each gets a CPU quota of twice what it would keep busy at ×1, 2 u / base, whatever its factor (a
+cap against a neighbour's burst). A ×k client's steps are slowed by pacing; a quota of its slowed need, a
+k-th of that, would slow decoding the model it receives and encoding its update k times too, which neither
+runtime's device model charges (the simulator puts a client's messages on its links only).
 """
 from __future__ import annotations
 
@@ -181,7 +183,10 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
                 if pin and i < cores:
                     plan.core[c.rank] = i
                 elif isolation in ("auto", "cgroup") and mode != "undisturbed" and base > 0:
-                    need = sum(m.busy for m in group) / base  # the share of a core it keeps busy on average
+                    # Twice what the process would keep busy at ×1, whatever its factor: its steps are slowed by
+                    # pacing, and a quota sized to a ×k step would slow its messages k times too, which no
+                    # device model here charges (the simulator puts a client's messages on its links only).
+                    need = sum(m.undisturbed_s for m in group) / base
                     plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
     return plan
 
