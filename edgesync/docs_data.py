@@ -113,10 +113,10 @@ def earlier_section(record: dict) -> str:
 def _current(doc: Path, block: str) -> dict | None:
     """The note (unwrapped) and table `block` holds in `doc` now, without the section it kept of an earlier run."""
     text = doc.read_text()
-    begin, end = f"<!-- {block}:begin -->\n", f"\n<!-- {block}:end -->"
-    if begin not in text:
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+    if begin not in text or end not in text:
         return None
-    body = text.split(begin, 1)[1].split(end, 1)[0]
+    body = text.split(begin, 1)[1].split(end, 1)[0].strip("\n")  # an empty block is "begin\nend": no body
     note, _, table = body.partition("\n\n")
     table = table.split(f"\n\n{EARLIER_HEAD} — ", 1)[0].strip()
     return {"note": note.strip().removeprefix("_Written by ").removesuffix("_").rstrip("."), "table": table} if table else None

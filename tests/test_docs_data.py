@@ -107,3 +107,23 @@ def test_every_benchmark_data_file_belongs_to_a_block():
     for path in sorted(BENCH_DATA.glob("*.json")):
         if not path.name.startswith("reproduce-"):
             assert json.loads(path.read_text())["block"] in names, f"{path}: its block is gone from the docs"
+
+
+def test_writing_an_empty_block_then_again_keeps_the_page_and_the_earlier_table(tmp_path):
+    """A new block is written as "begin\\nend" with nothing between: its first write must keep the rest of the page
+    untouched, and its second keeps the first's table beneath the new one."""
+    from edgesync.docs_data import EARLIER_HEAD, write_block
+    doc = tmp_path / "page.md"
+    doc.write_text("# Page\n\n<!-- cross_check:demo:begin -->\n<!-- cross_check:demo:end -->\n\nAfter.\n")
+    run = lambda s: [{"seed": 0, "base_step_s": 0.01, "target_acc": 0.8,  # noqa: E731
+                      "entries": {"a": {"live_s": 2.0, "sim_s": s, "live_fidelity": 0.0}}}]
+    write_block(doc, "cross_check:demo", "_Written by `first`._", run(1.0), folder=tmp_path)
+    first = doc.read_text()
+    assert first.startswith("# Page\n\n<!-- cross_check:demo:begin -->\n_Written by `first`._")
+    assert first.endswith("<!-- cross_check:demo:end -->\n\nAfter.\n") and EARLIER_HEAD not in first
+    assert first.count("<!-- cross_check:demo:end -->") == 1
+    write_block(doc, "cross_check:demo", "_Written by `second`._", run(3.0), folder=tmp_path)
+    second = doc.read_text()
+    assert second.count("<!-- cross_check:demo:end -->") == 1 and second.endswith("end -->\n\nAfter.\n")
+    assert f"{EARLIER_HEAD} — the table it replaced, as written then (`first`):" in second
+    assert "| 0 | 10.0 | a | 2.0 | 1.0 | 0.50 |" in second and "| 0 | 10.0 | a | 2.0 | 3.0 | 1.50 |" in second

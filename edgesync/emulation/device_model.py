@@ -51,10 +51,12 @@ The run's base is the slowest pool's, so a ×k client is ×k relative to every �
 at its own undisturbed step (right when every client has a core of its own).
 
 Isolation follows the same numbers: when a pool has a core per client, each client is pinned to one;
-otherwise each gets a CPU quota of twice what it would keep busy at ×1, 2 u / base, whatever its factor (a
-cap against a neighbour's burst). A ×k client's steps are slowed by pacing; a quota of its slowed need, a
-k-th of that, would slow decoding the model it receives and encoding its update k times too, which neither
-runtime's device model charges (the simulator puts a client's messages on its links only).
+otherwise each gets a CPU quota of twice what it would keep busy at ×1, 2 u / base, whatever its factor, and
+at least its fair share of the pool's cores, cores / processes (a cap against a neighbour's burst). A ×k
+client's steps are slowed by pacing; a quota of its slowed need, a k-th of that, or of a step far shorter
+than a fixed base, would stall decoding the model it receives and encoding its update too (a spent CFS quota
+holds the process for the rest of its period), which neither runtime's device model charges (the simulator
+puts a client's messages on its links and the coordinator only).
 """
 from __future__ import annotations
 
@@ -183,11 +185,13 @@ def plan_devices(clients: list[PoolClient], mode: str = "shared", headroom: floa
                 if pin and i < cores:
                     plan.core[c.rank] = i
                 elif isolation in ("auto", "cgroup") and mode != "undisturbed" and base > 0:
-                    # Twice what the process would keep busy at ×1, whatever its factor: its steps are slowed by
-                    # pacing, and a quota sized to a ×k step would slow its messages k times too, which no
-                    # device model here charges (the simulator puts a client's messages on its links only).
+                    # Twice what the process would keep busy at ×1, whatever its factor, and never less than its
+                    # fair share of the pool's cores. Its steps are slowed by pacing; a quota sized to a ×k step,
+                    # or to a step far shorter than a fixed base, would stall its messages too (a CFS quota,
+                    # once spent, holds the process for the rest of its period), which no device model charges:
+                    # the simulator puts a client's messages on its links and the coordinator only.
                     need = sum(m.undisturbed_s for m in group) / base
-                    plan.cpu_share[c.rank] = round(min(1.0, 2.0 * need), 4)
+                    plan.cpu_share[c.rank] = round(min(1.0, max(2.0 * need, cores / len(groups))), 4)
     return plan
 
 

@@ -212,13 +212,13 @@ class CoordinatorSocket:
         self.bytes_out[peer] += size
         return size
 
-    def _release(self, items=None) -> None:
+    def _release(self, items=None, closing: bool = False) -> None:
         for peer, frames in self.pacer.release() if items is None else items:
             try:
                 _send(self.sock, [peer, *frames])
             except zmq.ZMQError as exc:
-                if peer not in self.unreachable:
-                    log.warning("cannot deliver a paced message to %r: %s", peer, exc)
+                if peer not in self.unreachable:  # on closing, a peer told to stop has often left already
+                    (log.debug if closing else log.warning)("cannot deliver a paced message to %r: %s", peer, exc)
                 self.unreachable.add(peer)
 
     def recv(self, timeout_s: float) -> tuple[bytes, Message | ProtocolError] | None:
@@ -252,7 +252,7 @@ class CoordinatorSocket:
                 self._arrived.append((self._inbound.arrival(time.perf_counter(), got[1]), got))
 
     def close(self) -> None:
-        self._release(self.pacer.drain())
+        self._release(self.pacer.drain(), closing=True)
         self._close_context()
 
     def _close_context(self) -> None:

@@ -56,6 +56,9 @@ def test_isolation_pins_where_there_is_a_core_per_client_and_caps_otherwise():
     # twice the need at ×1, u / base, whatever the factor: 2 × 8/20 = 0.8 CPU each; the ×10 client's steps are
     # paced by sleeping, and a quota of a tenth of that would slow its messages tenfold too
     assert crowded.cpu_share == pytest.approx({0: 0.8, 1: 0.8, 2: 0.8, 3: 0.8})
+    # a fixed base far above the step: 2 × 8/400 = 0.04 CPU would stall every message; the fair share 2/4 = 0.5
+    slow_base = plan_devices(clients([1, 1, 1, 10]), "fixed", base_step_s=0.4)
+    assert slow_base.cpu_share == pytest.approx({0: 0.5, 1: 0.5, 2: 0.5, 3: 0.5})
     assert plan_devices(clients([1, 1, 1, 10]), "shared", isolation="none").cpu_share == {}
     assert plan_devices(clients([1, 1, 10], cores=4), "shared", isolation="cgroup").core == {}
     gpu = plan_devices(clients([1, 1], device="cuda:0", cores=1), "shared")
