@@ -27,6 +27,7 @@ class RunData:
     virtual_time: bool                     # the simulator's clock, not the wall clock
     updates: list[dict] = field(default_factory=list)  # updates.jsonl: per-update lag, gap …
     tuning: dict | None = None             # tuning.json of a tuned run (edgesync/runtime/tuning.py)
+    partitions: dict = field(default_factory=dict)  # partition.json: each variant's split (metrics/partition_report.py)
 
     @property
     def on_validation(self) -> bool:

@@ -27,6 +27,7 @@ from edgesync.metrics.churn_report import (
 )
 from edgesync.metrics.coordinator_report import bottleneck_warnings, coordinator_section, has_coordinator_load
 from edgesync.metrics.formatting import RunData, code, num
+from edgesync.metrics.partition_report import PARTITION_PLOT, partition_section, plot_partition, read_partitions
 from edgesync.metrics.plot_canvas import PLOT_STYLE
 from edgesync.metrics.plots import plot_accuracy, plot_bytes, plot_compute_ratio, plot_staleness
 from edgesync.metrics.recorder import (
@@ -74,6 +75,8 @@ def render_report(run_dir: Path) -> Path:
             plot_availability(run, plots_dir / AVAILABILITY_PLOT, churn)
         if has_traces(run):
             plot_traces(run, plots_dir / TRACES_PLOT, churn)
+        if run.partitions:
+            plot_partition(run.partitions, plots_dir / PARTITION_PLOT)
     path = run_dir / REPORT_FILE
     write_atomic(path, format_report(run, churn))
     return path
@@ -101,6 +104,7 @@ def load_run(run_dir: Path) -> RunData:
         virtual_time=kind_name(scenario.get("runtime")) == "sim",
         updates=read_jsonl(run_dir / UPDATES_FILE),
         tuning=_load_json(run_dir / TUNING_FILE) or None,
+        partitions=read_partitions(run_dir),
     )
 
 
@@ -157,6 +161,7 @@ def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
     if run.tuning:
         lines += tuning_section(run.tuning)
     lines += ["## Clients", "", *clients_table(run), ""]
+    lines += partition_section(run.partitions)
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *fidelity_table(run), ""]
     if has_waste(run):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from edgesync.metrics.recorder import COORDINATOR_FILE, RunRecorder, read_jsonl
+from edgesync.runtime.bookkeeping.partition_record import write_partitions
 from edgesync.metrics.seeds import with_seed_aggregates
 from edgesync.metrics.summary import summarize
 from edgesync.runtime.bookkeeping.checkpoint import CheckpointError, Checkpointer
@@ -154,6 +155,7 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
         checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume,
                                          every_s=scenario.checkpoint.every_s) if checkpointed else None)
         recorder.write_scenario(resolved)
+        write_partitions(run_dir, runs)  # what each client trains on, for the report, before any client trains
         if used := outside_code(scenario):
             recorder.write_extensions(used)
         try:
