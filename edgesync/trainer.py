@@ -114,8 +114,10 @@ class StepTimeline:
 def use_channels_last(model: nn.Module, x: torch.Tensor) -> bool:
     """Put a convolutional `model` in the channels-last layout when it runs on CPU tensors like `x`: convolutions
     run faster so (the small CNN's step ≈ 1.3–1.6× on one thread). The flat parameter vectors stay in logical
-    order (params.py), so nothing else sees it. Whether its inputs should be made channels-last too."""
-    fits = x.dim() == 4 and x.device.type == "cpu" and any(isinstance(m, nn.Conv2d) for m in model.modules())
+    order (params.py), so nothing else sees it. Whether its inputs should be made channels-last too: only float
+    images (N, C, H, W) are; token indices (N, L), int64, never are."""
+    fits = (x.dim() == 4 and x.is_floating_point() and x.device.type == "cpu"
+            and any(isinstance(m, nn.Conv2d) for m in model.modules()))
     if fits:
         model.to(memory_format=torch.channels_last)
     return fits
@@ -124,7 +126,7 @@ def use_channels_last(model: nn.Module, x: torch.Tensor) -> bool:
 @dataclass
 class Trainer:
     model: nn.Module
-    x: torch.Tensor  # (N, C, H, W) float32 training data, on `device`
+    x: torch.Tensor  # training data on `device`: (N, C, H, W) float32 images, or (N, L) int64 token indices
     y: torch.Tensor  # (N,) int64
     batch_size: int
     seed: int

@@ -49,8 +49,9 @@ class DatasetSpec(OutsideNamed):
     KIND, BUILT_IN, CALLABLE = "dataset", DATASET_NAMES, "loader"
     outside = staticmethod(outside_loader)
 
-    name: str = Field("fashion_mnist", description="fashion_mnist, torchvision_fashion_mnist, mnist, cifar10; or an "
-                      "installed entry point of edgesync.datasets, or a 'package.module:loader' reference")
+    name: str = Field("fashion_mnist", description="fashion_mnist, torchvision_fashion_mnist, mnist, cifar10, femnist, "
+                      "shakespeare (LEAF's); or an installed entry point of edgesync.datasets, or a "
+                      "'package.module:loader' reference")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of an outside dataset's "
                                  "loader (JSON values); built-in datasets take none")
     root: str | None = Field(None, description="data folder, the only place looked in; must exist on the "
@@ -80,6 +81,7 @@ class ModelSpec(OutsideNamed):
 
 
 class PartitionSpec(Strict):
+    # natural: one client per user of a dataset with users (femnist, shakespeare); see data/partition.py
     kind: Literal[PARTITION_KINDS] = "iid"  # type: ignore[valid-type]
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (kind: dirichlet)")
     shards_per_client: int = Field(2, ge=1, description="shards per client (kind: shards)")

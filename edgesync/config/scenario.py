@@ -30,7 +30,7 @@ from edgesync.config.tune_grid import check_tune
 from edgesync.data.datasets import INPUT_SHAPES
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import DeviceProfile
-from edgesync.models import FIXED_INPUT_SIDE
+from edgesync.models import FIXED_INPUT_SIDE, MODEL_NAMES, TOKEN_MODELS
 from edgesync.models.shard_plan import plan_for
 
 DEFAULT_SHARDS = 4  # with sharding layer or memory and no `shards`: SHAT's EQ3 shards over four servers
@@ -178,14 +178,25 @@ class Scenario(Strict):
         return self
 
     @model_validator(mode="after")
-    def _model_takes_the_images(self) -> "Scenario":
-        """A model built for one image size (the small CNN: 28×28) cannot train on another dataset's."""
-        side = FIXED_INPUT_SIDE.get(self.model.name)
-        if side is None or self.dataset.name not in INPUT_SHAPES:  # an outside dataset's shape is known once loaded
+    def _model_takes_the_inputs(self) -> "Scenario":
+        """A model built for one image size (the small CNN: 28×28) cannot train on another dataset's, an image
+        model not on token sequences, a token model (leaf_lstm) not on images."""
+        name, shape = self.model.name, INPUT_SHAPES.get(self.dataset.name)
+        if name not in MODEL_NAMES or shape is None:  # an outside model's or dataset's inputs are known once loaded
             return self
-        _, h, w = INPUT_SHAPES[self.dataset.name]
+        tokens = len(shape) == 1  # (L,) character indices; images are (C, H, W)
+        if name in TOKEN_MODELS and not tokens:
+            raise ValueError(f"model.name {name} takes sequences of character indices, but dataset.name "
+                             f"{self.dataset.name} holds images")
+        if name not in TOKEN_MODELS and tokens:
+            raise ValueError(f"model.name {name} takes images, but dataset.name {self.dataset.name} holds sequences "
+                             f"of character indices: use model.name {' or '.join(sorted(TOKEN_MODELS))}")
+        side = FIXED_INPUT_SIDE.get(name)
+        if side is None:
+            return self
+        _, h, w = shape
         if (h, w) != (side, side):
-            raise ValueError(f"model.name {self.model.name} is built for {side}×{side} images, but dataset.name "
+            raise ValueError(f"model.name {name} is built for {side}×{side} images, but dataset.name "
                              f"{self.dataset.name} has {h}×{w}: use model.name resnet18, which takes any size")
         return self
 

@@ -5,6 +5,12 @@ colour ones as (N, C, H, W). `to_tensor` normalizes a batch to float32 (N, C, H,
 images stay uint8 until then (a quarter of float32's memory), and one channel-first layout serves every model. `DataNotFoundError` is every loader's "the files are
 not there", and `explicit_root_error` its wording for a root that was given but does not hold the data:
 such a root is the only place looked in, never replaced by another copy found elsewhere.
+
+A dataset of token sequences (`kind="tokens"`, LEAF's Shakespeare) holds int64 arrays (N, L) of token
+indices instead of images; `to_tensor` hands them over as they are, as a torch.long tensor. A naturally
+partitioned dataset (LEAF's FEMNIST and Shakespeare: one writer or role per user) also says whose each
+sample is: `train_groups` and `test_groups` index into `group_names`; datasets without natural users
+leave them None, and every loader written before them is unchanged.
 """
 
 from __future__ import annotations
@@ -46,23 +52,39 @@ def explicit_root_error(root: str | os.PathLike, origin: str | None, why: str) -
     )
 
 
+DATASET_KINDS = ("image", "tokens")
+
+
 @dataclass
 class ArrayDataset:
-    """A train/test split held in memory as uint8 images and int64 labels."""
+    """A train/test split held in memory as uint8 images (or int64 token sequences) and int64 labels."""
 
-    train_x: np.ndarray  # (N, H, W) or (N, C, H, W) uint8
+    train_x: np.ndarray  # (N, H, W) or (N, C, H, W) uint8; kind "tokens": (N, L) int64
     train_y: np.ndarray  # (N,) int64
-    test_x: np.ndarray  # (M, H, W) or (M, C, H, W) uint8
+    test_x: np.ndarray  # (M, H, W) or (M, C, H, W) uint8; kind "tokens": (M, L) int64
     test_y: np.ndarray  # (M,) int64
     num_classes: int
-    # of the pixels scaled to [0, 1], used by to_tensor: one number (grayscale) or one per channel
+    # of the pixels scaled to [0, 1], used by to_tensor: one number (grayscale) or one per channel; unused
+    # for tokens
     mean: float | tuple[float, ...]
     std: float | tuple[float, ...]
     name: str
+    kind: str = "image"  # one of DATASET_KINDS
+    # the natural user of each sample (an index into group_names), for the `natural` partition; None: none
+    train_groups: np.ndarray | None = None  # (N,) int64
+    test_groups: np.ndarray | None = None  # (M,) int64
+    group_names: tuple[str, ...] = ()  # user ids, sorted
+
+    def __post_init__(self) -> None:
+        if self.kind not in DATASET_KINDS:
+            raise ValueError(f"ArrayDataset {self.name!r}: kind {self.kind!r}, expected one of "
+                             f"{', '.join(DATASET_KINDS)}")
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """(C, H, W) of one sample as the models see it (grayscale: C = 1)."""
+    def input_shape(self) -> tuple[int, ...]:
+        """(C, H, W) of one image as the models see it (grayscale: C = 1); (L,) of a token sequence."""
+        if self.kind == "tokens":
+            return (self.train_x.shape[1],)
         if self.train_x.ndim == 4:
             _, c, h, w = self.train_x.shape
             return (c, h, w)
@@ -74,14 +96,17 @@ def to_tensor(x_uint8: np.ndarray, mean: float | tuple[float, ...], std: float |
     """uint8 images -> normalized float32 tensor (N, C, H, W): (x / 255 - mean) / std.
 
     Grayscale images (N, H, W) take one mean and std and become (N, 1, H, W); colour images (N, C, H, W)
-    take one mean and std per channel."""
+    take one mean and std per channel. Token sequences, int64 (N, L), become a torch.long tensor of the
+    same values: indices are not normalised, and mean and std are not used."""
+    if x_uint8.dtype == np.int64 and x_uint8.ndim == 2:
+        # a copy, as the images' conversion to float32 is: the tensor never aliases the dataset's arrays
+        return torch.from_numpy(np.array(x_uint8, copy=True, order="C"))
     if x_uint8.dtype != np.uint8 or x_uint8.ndim not in (3, 4):
         raise ValueError(
-            f"to_tensor expects uint8 images of shape (N, H, W) or (N, C, H, W), got {x_uint8.dtype} {x_uint8.shape}"
+            f"to_tensor expects uint8 images of shape (N, H, W) or (N, C, H, W), or int64 token sequences (N, L), "
+            f"got {x_uint8.dtype} {x_uint8.shape}"
         )
-    x = np.ascontiguousarray(x_uint8)
-    if not x.flags.writeable:  # torch.from_numpy warns on read-only arrays
-        x = x.copy()
+    x = _writable(x_uint8)
     t = torch.from_numpy(x).to(torch.float32)
     if x.ndim == 3:
         if not isinstance(mean, (int, float)) or not isinstance(std, (int, float)):
@@ -93,3 +118,9 @@ def to_tensor(x_uint8: np.ndarray, mean: float | tuple[float, ...], std: float |
         raise ValueError(f"to_tensor: images of {channels} channels need {channels} means and stds, got "
                          f"{mean!r} and {std!r}")
     return t.div_(255.0).sub_(m.view(1, -1, 1, 1)).div_(s.view(1, -1, 1, 1))  # (N, C, H, W)
+
+
+def _writable(x: np.ndarray) -> np.ndarray:
+    """x as a contiguous writable array (a copy only where needed): torch.from_numpy warns on read-only ones."""
+    x = np.ascontiguousarray(x)
+    return x if x.flags.writeable else x.copy()

@@ -1,10 +1,11 @@
 """Datasets by name: `load_dataset`, and torchvision as the second source.
 
 Sources: our own IDX reader for Fashion-MNIST (``fashion_mnist``, see fashion_mnist.py), our own reader of
-CIFAR-10's python archive (``cifar10``, see cifar10.py) and torchvision (``mnist``,
-``torchvision_fashion_mnist``). Every dataset is an `ArrayDataset` (arrays.py): uint8 images, (N, H, W)
-grayscale or (N, 3, H, W) colour, plus int64 labels. `ArrayDataset` and `to_tensor` are importable from
-here too.
+CIFAR-10's python archive (``cifar10``, see cifar10.py), our own reader of LEAF's JSON files (``femnist``,
+``shakespeare``, see leaf.py) and torchvision (``mnist``, ``torchvision_fashion_mnist``). Every dataset is an
+`ArrayDataset` (arrays.py): uint8 images, (N, H, W) grayscale or (N, 3, H, W) colour, or (Shakespeare)
+int64 token sequences (N, 80), plus int64 labels; LEAF's also say each sample's user. `ArrayDataset` and
+`to_tensor` are importable from here too.
 """
 
 from __future__ import annotations
@@ -20,17 +21,21 @@ from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, MNIST_M
                                   ArrayDataset, DataNotFoundError, explicit_root_error, to_tensor)
 from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
+from edgesync.data.leaf import load_femnist, load_shakespeare
 from edgesync.extensions import ExtensionError, find_outside
 
 __all__ = ["DATASET_NAMES", "INPUT_SHAPES", "ArrayDataset", "download_cifar10", "download_fashion_mnist",
            "load_dataset", "outside_loader", "to_tensor"]
 
-# (C, H, W) of one sample of each dataset as the models see it, known without loading the data
+# (C, H, W) of one image of each dataset as the models see it, or (L,) of a token sequence, known without
+# loading the data
 INPUT_SHAPES = {
     "fashion_mnist": (1, 28, 28),
     "mnist": (1, 28, 28),
     "torchvision_fashion_mnist": (1, 28, 28),
     "cifar10": (3, 32, 32),
+    "femnist": (1, 28, 28),
+    "shakespeare": (80,),
 }
 DATASET_NAMES = tuple(INPUT_SHAPES)
 
@@ -56,6 +61,10 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str |
         return load_fashion_mnist(root, origin)
     if name == "cifar10":
         return load_cifar10(root, origin)
+    if name == "femnist":
+        return load_femnist(root, origin)
+    if name == "shakespeare":
+        return load_shakespeare(root, origin)
     if name == "mnist":
         return _load_torchvision("MNIST", root, origin, name)
     if name == "torchvision_fashion_mnist":

@@ -1,4 +1,5 @@
-"""Split a labelled dataset among clients: i.i.d., label-sorted shards, ESync's sorted slices, Dirichlet(α).
+"""Split a labelled dataset among clients: i.i.d., label-sorted shards, ESync's sorted slices, Dirichlet(α),
+or the data's natural users (LEAF's writers and roles).
 
 `partition` returns one int64 index array per client, each sorted ascending (clients shuffle their own
 data every epoch; sorted parts make equality checks and caching simple). Seeded with
@@ -12,13 +13,19 @@ data every epoch; sorted parts make equality checks and caching simple). Seeded 
 - ``dirichlet``: per class, shuffle its samples and split them among clients with proportions
   p ~ Dir(α·1_N). Every client is then guaranteed ≥ 1 sample by a repair rule: while some client is
   empty, move one random sample from the currently largest client to it (needs N ≤ n, checked).
+- ``natural``: one client per natural id (a LEAF user), given per sample by `groups`; a client's part is
+  exactly its user's samples. With fewer clients than ids, `natural_users` draws which ids take part:
+  ``np.random.default_rng(seed).choice(ids, N, replace=False)``, then sorted, so client i gets the i-th
+  smallest drawn id; with as many clients as ids every id takes part and the seed is not used. More
+  clients than ids is an error. The other kinds ignore `groups`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-PARTITION_KINDS = ("iid", "shards", "sorted_slices", "dirichlet")
+PARTITION_KINDS = ("iid", "shards", "sorted_slices", "dirichlet", "natural")
+NEEDS_GROUPS = ("natural",)  # the kinds that split by each sample's natural id, not by label
 
 
 def partition(
@@ -28,9 +35,16 @@ def partition(
     seed: int,
     alpha: float = 0.5,
     shards_per_client: int = 2,
+    groups: np.ndarray | None = None,
 ) -> list[np.ndarray]:
-    """Split sample indices 0..len(labels)-1 among num_clients clients; see the module docstring."""
+    """Split sample indices 0..len(labels)-1 among num_clients clients; see the module docstring.
+
+    `groups` (natural only, where it is required) gives each sample's natural id, aligned with labels."""
     labels = _check(labels, num_clients, kind)
+    if kind == "natural":
+        groups = _check_groups(groups, labels)
+        users = natural_users(groups, num_clients, seed)
+        return [np.flatnonzero(groups == user).astype(np.int64) for user in users]
     rng = np.random.default_rng(seed)
     if kind == "iid":
         parts = _iid(len(labels), num_clients, rng)
@@ -41,6 +55,19 @@ def partition(
     else:
         parts = _dirichlet(labels, num_clients, alpha, rng)
     return [np.sort(p).astype(np.int64, copy=False) for p in parts]
+
+
+def natural_users(groups: np.ndarray, num_clients: int, seed: int) -> np.ndarray:
+    """The natural id each client gets, sorted (int64, one per client): every id present in groups when
+    there are as many clients, else a seeded draw of num_clients of them (see the module docstring)."""
+    ids = np.unique(np.asarray(groups))
+    if num_clients > len(ids):
+        raise ValueError(f"partition kind natural: {num_clients} clients but the data has {len(ids)} natural ids "
+                         f"(users); use at most {len(ids)} clients, one per user")
+    if num_clients == len(ids):
+        return ids.astype(np.int64)
+    drawn = np.random.default_rng(seed).choice(ids, size=num_clients, replace=False)
+    return np.sort(drawn).astype(np.int64)
 
 
 def label_histogram(labels: np.ndarray, parts: list[np.ndarray], num_classes: int) -> np.ndarray:
@@ -65,6 +92,17 @@ def _check(labels: np.ndarray, num_clients: int, kind: str) -> np.ndarray:
     if num_clients > len(labels):
         raise ValueError(f"num_clients={num_clients} exceeds the {len(labels)} samples; every client needs one")
     return labels
+
+
+def _check_groups(groups: np.ndarray | None, labels: np.ndarray) -> np.ndarray:
+    if groups is None:
+        raise ValueError("partition kind natural needs each sample's natural id (its user), and this dataset has "
+                         "no natural ids: use a dataset with users (femnist, shakespeare) or another kind")
+    groups = np.asarray(groups)
+    if groups.shape != labels.shape or not np.issubdtype(groups.dtype, np.integer):
+        raise ValueError(f"groups must be a 1-D integer array with one id per sample ({len(labels)}), got "
+                         f"{groups.dtype} of shape {groups.shape}")
+    return groups
 
 
 def _iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

@@ -7,6 +7,10 @@ run builds θ₀ (runtime/bookkeeping/workload.py) and trained as a client train
 - trains a step: one SGD step on a mini-batch changes the weights and leaves them finite;
 - state round trip: its state_dict, and the flat parameter and buffer vectors the runtimes send, loaded into
   a model built with another seed, give the same outputs.
+
+A token model (a built-in one of TOKEN_MODELS: leaf_lstm) takes character indices, not images, so it cannot be
+checked here: check_model says so (rule `builds`) rather than report a broken model; tests/models/
+test_leaf_models.py checks the built-in one on token tensors.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import torch
 from torch import nn
 
 from edgesync.config import Scenario, ScenarioError, load_scenario
-from edgesync.models import build_model
+from edgesync.models import TOKEN_MODELS, build_model
 from edgesync.params import get_buffers, get_params, set_buffers, set_params
 from edgesync.runtime.bookkeeping.workload import initial_model, make_trainer, scenario_dataset, trainer_seed
 from edgesync.testing import tiny_task
@@ -33,6 +37,10 @@ def check_model(name: str, *, args: dict[str, Any] | None = None) -> None:
     """Check a model builder against the contract; ContractViolation names the first rule it breaks. `name` and
     `args` as a scenario's `model:` section gives them (a `package.module:builder` reference, an entry point's
     or a built-in name)."""
+    if name in TOKEN_MODELS:
+        raise ContractViolation(BUILDS, f"model {name!r} takes sequences of character indices, and check_model "
+                                        "checks a model on the tiny task's 1×28×28 images: a token model cannot "
+                                        "be checked here")
     sc = _loaded(name, args)
     data = scenario_dataset(sc.dataset)
     what = f"model {sc.model.id!r}"

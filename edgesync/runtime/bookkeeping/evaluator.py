@@ -31,7 +31,9 @@ Result = tuple[dict[str, Any], float, float]  # a snapshot's counters, test accu
 
 
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of `model` on (x, y)."""
+    """(accuracy, mean cross-entropy) of `model` on (x, y), `batch_size` samples at a time. `x` is float images
+    (N, C, H, W) or int64 token indices (N, L); accuracy is the share of samples whose largest logit is their
+    label, which for a next-character model is LEAF's next-character accuracy."""
     model.eval()
     fast = use_channels_last(model, x)
     correct, loss = 0, 0.0

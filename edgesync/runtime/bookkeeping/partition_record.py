@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 def describe_partition(scenario: Scenario) -> dict:
     """The scenario's split, client by client (see the module docstring)."""
     data = scenario_dataset(scenario.dataset)
-    splits = client_splits(scenario, data.train_y)
+    splits = client_splits(scenario, data.train_y, data.train_groups)
     counts = label_histogram(data.train_y, splits, data.num_classes)
     return {
         "dataset": scenario.dataset.id, "train_samples": int(len(data.train_y)), "num_classes": int(data.num_classes),

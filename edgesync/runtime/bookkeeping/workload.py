@@ -8,6 +8,9 @@ stratified sample (each class in proportion) drawn with a fixed seed, VALIDATION
 run's, so every entry, seed and run of the scenario holds out the same samples. Its clients train only
 on the rest (`client_splits`), in the tuning runs and in the final runs alike; the tuning runs
 (`eval.on: validation`) evaluate on it, the final runs on the test set.
+
+A `natural` partition (LEAF's datasets) gives each client one user's training samples, less any held out
+for validation; `client_test_splits` gives it that user's test samples, for per-client evaluation.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import torch
 
 from edgesync.algorithms.machinery.base import ModelState
 from edgesync.data.datasets import ArrayDataset, load_dataset, to_tensor
-from edgesync.data.partition import partition
+from edgesync.data.partition import NEEDS_GROUPS, natural_users, partition
 from edgesync.models import build_model
 from edgesync.params import get_buffers, get_params
 from edgesync.config import Scenario
@@ -36,6 +39,8 @@ def dataset(name: str, root: str | None, train_size: int | None) -> ArrayDataset
     data = load_dataset(name, root)
     if train_size is not None and train_size < len(data.train_y):
         data.train_x, data.train_y = data.train_x[:train_size], data.train_y[:train_size]
+        if data.train_groups is not None:  # each kept sample keeps its user (LEAF's: the first users, whole)
+            data.train_groups = data.train_groups[:train_size]
     return data
 
 
@@ -83,21 +88,20 @@ def validation_indices(scenario: Scenario, labels: np.ndarray) -> np.ndarray:
         raise ValueError(f"tune: {exc} (dataset.train_size: {scenario.dataset.train_size})") from None
 
 
-def client_splits(scenario: Scenario, labels: np.ndarray) -> list[np.ndarray]:
+def client_splits(scenario: Scenario, labels: np.ndarray, users: np.ndarray | None = None) -> list[np.ndarray]:
     """Training-sample indices for each client, never one of the validation set (`validation_indices`).
 
     Clients that share a partition spec form a group. With one group (the usual case) the
     scenario's partitioner splits the whole training set (less the validation set). With several (some
     clients have their own `partition:`), it is first shuffled into disjoint pools sized by group, then
     each pool is split among its group by that group's partitioner: splits stay disjoint.
+
+    `users` is each training sample's natural id (the dataset's train_groups, aligned with labels), which a
+    `natural` partition needs; it splits the whole training set by user, so it cannot share it with a group.
     """
-    specs: list[PartitionSpec] = [c.partition or scenario.partition for c in scenario.clients]
-    groups: dict[str, list[int]] = {}
-    for rank, spec in enumerate(specs):
-        groups.setdefault(spec.model_dump_json(), []).append(rank)
+    specs, groups = _partition_groups(scenario)
     rng = np.random.default_rng([scenario.seed, 0xDA7A])
-    # without a validation set this is every index, and the pools below are what they always were
-    trainable = np.setdiff1d(np.arange(len(labels)), validation_indices(scenario, labels))
+    trainable = trainable_indices(scenario, labels)
     if len(groups) == 1:
         pools = [trainable]
     else:
@@ -108,10 +112,51 @@ def client_splits(scenario: Scenario, labels: np.ndarray) -> list[np.ndarray]:
     for (key, members), pool, g in zip(groups.items(), pools, range(len(groups))):
         spec = specs[members[0]]
         parts = partition(labels[pool], len(members), spec.kind, seed=scenario.seed + g,
-                          alpha=spec.alpha, shards_per_client=spec.shards_per_client)
+                          alpha=spec.alpha, shards_per_client=spec.shards_per_client,
+                          groups=None if users is None else users[pool])
         for rank, part in zip(members, parts):
             splits[rank] = np.sort(pool[part]).astype(np.int64)
     return splits
+
+
+def _partition_groups(scenario: Scenario) -> tuple[list[PartitionSpec], dict[str, list[int]]]:
+    """Each client's partition spec, and the clients that share one (spec as JSON -> ranks), checked."""
+    specs: list[PartitionSpec] = [c.partition or scenario.partition for c in scenario.clients]
+    groups: dict[str, list[int]] = {}
+    for rank, spec in enumerate(specs):
+        groups.setdefault(spec.model_dump_json(), []).append(rank)
+    if len(groups) > 1 and any(spec.kind in NEEDS_GROUPS for spec in specs):
+        raise ValueError("partition kind natural gives every client its own user's samples and cannot share the "
+                         "training set with clients of another partition: give all clients one natural partition")
+    return specs, groups
+
+
+def trainable_indices(scenario: Scenario, labels: np.ndarray) -> np.ndarray:
+    """The training-set indices the clients may train on: all but the validation set, sorted."""
+    # without a validation set this is every index, and client_splits' pools are what they always were
+    return np.setdiff1d(np.arange(len(labels)), validation_indices(scenario, labels))
+
+
+def client_users(scenario: Scenario, data: ArrayDataset) -> np.ndarray | None:
+    """The natural id (an index into data.group_names) each client's samples are from, for a `natural`
+    partition; None for any other. The same draw as client_splits: users with a trainable sample, seed + 0."""
+    specs, _ = _partition_groups(scenario)
+    if specs[0].kind not in NEEDS_GROUPS:  # natural is all the clients' partition or none's
+        return None
+    if data.train_groups is None:
+        raise ValueError(f"partition kind natural: dataset {data.name} has no natural ids (users)")
+    pool = trainable_indices(scenario, data.train_y)
+    return natural_users(data.train_groups[pool], len(scenario.clients), scenario.seed)
+
+
+def client_test_splits(scenario: Scenario, data: ArrayDataset) -> list[np.ndarray] | None:
+    """For a `natural` partition, each client's test-set indices: all its user's test samples (the whole
+    test set, not cut to eval.test_size; empty for a user LEAF put in train only); None for any other."""
+    users = client_users(scenario, data)
+    if users is None:
+        return None
+    assert data.test_groups is not None, "a dataset with train_groups has test_groups"
+    return [np.flatnonzero(data.test_groups == user).astype(np.int64) for user in users]
 
 
 def initial_model(scenario: Scenario, data: ArrayDataset) -> ModelState:
@@ -131,7 +176,9 @@ class Workload:
     data: ArrayDataset
     splits: list[np.ndarray]
     initial: ModelState
-    eval_x: torch.Tensor  # (N, C, H, W), normalised: the test set, or (eval.on: validation) the validation set
+    # (N, C, H, W), normalised (token data: (N, L) indices): the test set, or (eval.on: validation) the
+    # validation set
+    eval_x: torch.Tensor
     eval_y: torch.Tensor  # (N,)
     eval_on: str = "test"
 
@@ -148,7 +195,7 @@ def prepare_workload(scenario: Scenario) -> Workload:
     else:
         n_test = min(scenario.eval.test_size or len(data.test_y), len(data.test_y))
         x, y = data.test_x[:n_test], data.test_y[:n_test]
-    return Workload(data, client_splits(scenario, data.train_y), initial_model(scenario, data),
+    return Workload(data, client_splits(scenario, data.train_y, data.train_groups), initial_model(scenario, data),
                     to_tensor(x, data.mean, data.std), torch.as_tensor(y, dtype=torch.int64), scenario.eval.on)
 
 
