@@ -25,6 +25,8 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
             continue
         out.print(f"{path}: ok — {len(sc.clients)} clients, algorithms "
                   f"{', '.join(a.key for a in sc.algorithms)}", highlight=False)
+        if (missing := _missing_data(sc)) is not None:
+            out.print(f"{path}: note: {missing}", highlight=False)
         from edgesync.runtime.tuning import run_counts, tunes
         if tunes(sc):
             out.print(f"{path}: tune: {run_counts(sc)}, before the runs", highlight=False)
@@ -39,3 +41,21 @@ def validate(scenarios: List[Path] = typer.Argument(..., help="scenario YAML fil
                 out.print(f"{path}: note: {note}", highlight=False)
     if bad:
         raise typer.Exit(2)
+
+
+def _missing_data(sc) -> str | None:
+    """What `edgesync run` here would not find: a built-in dataset's files absent from where it looks (the
+    message says where it looked and how to get them), or None. A note, not an error: the scenario may be meant
+    for lab machines that hold the data."""
+    from edgesync.data.__main__ import DATASETS
+    from edgesync.data.arrays import DataNotFoundError
+    entry = DATASETS.get(sc.dataset.name)
+    if entry is None:
+        return None
+    try:
+        entry.find(sc.dataset.root, "dataset.root")
+    except DataNotFoundError as exc:
+        how = "" if entry.download is not None or entry.how_to_get() in str(exc) else f" {entry.how_to_get()}."
+        return (f"dataset {sc.dataset.name} is not on this machine, so `edgesync run` here stops at set-up "
+                f"(every machine that loads it needs the files): {exc}{how}")
+    return None

@@ -74,6 +74,9 @@ class ArrayDataset:
     train_groups: np.ndarray | None = None  # (N,) int64
     test_groups: np.ndarray | None = None  # (M,) int64
     group_names: tuple[str, ...] = ()  # user ids, sorted
+    # what each class index stands for, where the files name the classes (hf's string labels, image_folder's
+    # folders); () where they are only numbers
+    class_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in DATASET_KINDS:

@@ -2,7 +2,9 @@
 
 Sources: our own IDX reader for Fashion-MNIST (``fashion_mnist``, see fashion_mnist.py), our own reader of
 CIFAR-10's python archive (``cifar10``, see cifar10.py), our own reader of LEAF's JSON files (``femnist``,
-``shakespeare``, see leaf.py) and torchvision (``mnist``, ``torchvision_fashion_mnist``). Every dataset is an
+``shakespeare``, see leaf.py), torchvision (``mnist``, ``torchvision_fashion_mnist``), and a user's own files,
+named with their `dataset.args` (``hf``: Hugging Face datasets from local files, see hf.py; ``image_folder``: a
+folder per class, see image_folder.py). Every dataset is an
 `ArrayDataset` (arrays.py): uint8 images, (N, H, W) grayscale or (N, 3, H, W) colour, or (Shakespeare)
 int64 token sequences (N, 80), plus int64 labels; LEAF's also say each sample's user. `ArrayDataset` and
 `to_tensor` are importable from here too.
@@ -21,11 +23,13 @@ from edgesync.data.arrays import (FASHION_MNIST_MEAN, FASHION_MNIST_STD, MNIST_M
                                   ArrayDataset, DataNotFoundError, explicit_root_error, to_tensor)
 from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
+from edgesync.data.hf import check_hf_args, load_hf
+from edgesync.data.image_folder import check_image_folder_args, load_image_folder
 from edgesync.data.leaf import load_femnist, load_shakespeare
 from edgesync.extensions import ExtensionError, find_outside
 
-__all__ = ["DATASET_NAMES", "INPUT_SHAPES", "ArrayDataset", "download_cifar10", "download_fashion_mnist",
-           "load_dataset", "outside_loader", "to_tensor"]
+__all__ = ["DATASET_NAMES", "FILE_DATASETS", "INPUT_SHAPES", "ArrayDataset", "check_dataset_args", "download_cifar10",
+           "download_fashion_mnist", "load_dataset", "outside_loader", "to_tensor"]
 
 # (C, H, W) of one image of each dataset as the models see it, or (L,) of a token sequence, known without
 # loading the data
@@ -37,7 +41,21 @@ INPUT_SHAPES = {
     "femnist": (1, 28, 28),
     "shakespeare": (80,),
 }
-DATASET_NAMES = tuple(INPUT_SHAPES)
+# Built-in datasets of a user's own files, named with their args: (check the args and find the path, load). Their
+# input shape is known only once the files are read, so INPUT_SHAPES has none, and the scenario's model/input
+# check leaves them alone, as it does outside datasets.
+FILE_DATASETS: dict[str, tuple[Callable[..., object], Callable[..., ArrayDataset]]] = {
+    "hf": (check_hf_args, load_hf),
+    "image_folder": (check_image_folder_args, load_image_folder),
+}
+DATASET_NAMES = (*INPUT_SHAPES, *FILE_DATASETS)
+
+
+def check_dataset_args(name: str, args: dict, root: str | None = None, origin: str | None = None) -> None:
+    """For a dataset of FILE_DATASETS: its args checked and its path found, as the loader will (a ValueError or
+    DataNotFoundError says what is wrong); for the others, nothing to check here."""
+    if name in FILE_DATASETS:
+        FILE_DATASETS[name][0](args, root, origin)
 
 
 def outside_loader(name: str) -> Callable[..., ArrayDataset] | None:
@@ -53,8 +71,12 @@ def outside_loader(name: str) -> Callable[..., ArrayDataset] | None:
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str | None = None) -> ArrayDataset:
     """Load a dataset by name (one of DATASET_NAMES, or an outside one: `name` or `name{args as JSON}`, as
-    models.model_id writes it). `root` is where to look: when given, the only place (see each loader);
+    models.model_id writes it; hf and image_folder take their args so too). `root` is where to look: when
+    given, the only place (see each loader; hf and image_folder: where a relative args.path starts);
     `origin` names where it came from for the error when it holds no data."""
+    base, brace, rest = name.partition("{")
+    if base in FILE_DATASETS:
+        return FILE_DATASETS[base][1](root, origin, **(json.loads(brace + rest) if brace else {}))
     if name not in DATASET_NAMES:
         return _load_outside(name, root)
     if name == "fashion_mnist":

@@ -45,6 +45,7 @@ import numpy as np
 
 from edgesync.data.arrays import REPO_DATA_DIR, ArrayDataset, DataNotFoundError, explicit_root_error
 from edgesync.data.fashion_mnist import ENV_VAR
+from edgesync.data.images import pixel_moments
 
 ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 NUM_LETTERS = len(ALL_LETTERS)
@@ -200,7 +201,8 @@ def load_leaf(name: str, root: str | os.PathLike | None = None, origin: str | No
     index = {user: i for i, user in enumerate(names)}
     arrays = {split: _concatenate(users, index) for split, users in splits.items()}
     (train_x, train_y, train_groups), (test_x, test_y, test_groups) = arrays["train"], arrays["test"]
-    mean, std = _pixel_moments(train_x) if fmt.kind == "image" else (0.0, 1.0)
+    # FEMNIST's figures are those of the files loaded, white background included
+    mean, std = pixel_moments(train_x) if fmt.kind == "image" else (0.0, 1.0)
     return ArrayDataset(train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
                         num_classes=fmt.num_classes, mean=mean, std=std, name=name, kind=fmt.kind,
                         train_groups=train_groups, test_groups=test_groups, group_names=names)
@@ -295,16 +297,6 @@ def _concatenate(users: dict[str, Samples], index: dict[str, int]) -> tuple[np.n
     ys = [users[u][1] for u in order]
     groups = np.concatenate([np.full(len(users[u][1]), index[u], dtype=np.int64) for u in order])
     return np.concatenate(xs), np.concatenate(ys).astype(np.int64), groups
-
-
-def _pixel_moments(images: np.ndarray) -> tuple[float, float]:
-    """Mean and std of the training pixels scaled to [0, 1], from a histogram of the 256 values (no float
-    copy of the images): FEMNIST's figures are those of the files loaded, white background included."""
-    counts = np.bincount(images.reshape(-1), minlength=256).astype(np.float64)
-    values = np.arange(256, dtype=np.float64) / 255.0
-    mean = float(counts @ values / counts.sum())
-    std = float(np.sqrt(counts @ (values - mean) ** 2 / counts.sum()))
-    return mean, std if std > 0 else 1.0
 
 
 def _holds_splits(folder: Path) -> tuple[bool, str]:

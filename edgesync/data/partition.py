@@ -18,13 +18,21 @@ data every epoch; sorted parts make equality checks and caching simple). Seeded 
   ``np.random.default_rng(seed).choice(ids, N, replace=False)``, then sorted, so client i gets the i-th
   smallest drawn id; with as many clients as ids every id takes part and the seed is not used. More
   clients than ids is an error. The other kinds ignore `groups`.
+- ``flwr``: a partitioner of flwr-datasets, named by `partitioner` and called with `partitioner_args`, over
+  the columns label and (when `groups` is given) user; see flwr_partitioners.py for the seed, the
+  preshuffle and what EdgeSync sets. `alpha` and `shards_per_client` are not used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
-PARTITION_KINDS = ("iid", "shards", "sorted_slices", "dirichlet", "natural")
+from edgesync.data.flwr_partitioners import FLWR_KIND, flwr_partition
+
+PARTITION_KINDS = ("iid", "shards", "sorted_slices", "dirichlet", "natural", FLWR_KIND)
 NEEDS_GROUPS = ("natural",)  # the kinds that split by each sample's natural id, not by label
 
 
@@ -36,11 +44,19 @@ def partition(
     alpha: float = 0.5,
     shards_per_client: int = 2,
     groups: np.ndarray | None = None,
+    partitioner: str | None = None,
+    partitioner_args: Mapping[str, Any] | None = None,
+    preshuffle: bool = True,
 ) -> list[np.ndarray]:
     """Split sample indices 0..len(labels)-1 among num_clients clients; see the module docstring.
 
-    `groups` (natural only, where it is required) gives each sample's natural id, aligned with labels."""
+    `groups` (natural, where it is required, and flwr, where it is optional) gives each sample's natural id,
+    aligned with labels. `partitioner`, `partitioner_args` and `preshuffle` are kind flwr's."""
     labels = _check(labels, num_clients, kind)
+    if kind == FLWR_KIND:
+        if partitioner is None:
+            raise ValueError("partition kind flwr needs the name of a flwr-datasets partitioner")
+        return flwr_partition(labels, num_clients, partitioner, partitioner_args, seed, groups, preshuffle)
     if kind == "natural":
         groups = _check_groups(groups, labels)
         users = natural_users(groups, num_clients, seed)

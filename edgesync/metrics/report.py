@@ -20,6 +20,7 @@ import matplotlib
 import yaml
 
 from edgesync.metrics.churn import ChurnRecords
+from edgesync.metrics.client_accuracy_report import client_accuracy_section, has_client_accuracy
 from edgesync.metrics.churn_plots import plot_availability, plot_rounds_per_client, plot_traces
 from edgesync.metrics.churn_report import (
     AVAILABILITY_PLOT, ROUNDS_PLOT, TRACES_PLOT, availability_section, has_availability, has_participation,
@@ -162,6 +163,7 @@ def format_report(run: RunData, churn: ChurnRecords | None = None) -> str:
         lines += tuning_section(run.tuning)
     lines += ["## Clients", "", *clients_table(run), ""]
     lines += partition_section(run.partitions)
+    lines += client_accuracy_section(run) if has_client_accuracy(run) else []
     if any(r.get("achieved_factor") is not None for r in run.clients):
         lines += ["## Emulation fidelity", "", FIDELITY_NOTE, "", *fidelity_table(run), ""]
     if has_waste(run):

@@ -27,7 +27,7 @@ FIGURES = ("final_acc", "best_acc", "time_to_target_s", "speedup_vs", "updates",
            "bytes_up", "bytes_down", "bytes_per_s", "compute_ratio_mean", "fidelity_max_error", "mean_lag",
            "mean_gap", "mean_gap_normalized", "mean_gap_first_n", "mean_gap_normalized_first_n",
            "coordinator_utilisation", "queue_delay_mean_s", "queue_delay_p95_s", "updates_served_per_s",
-           "coordinator_saturated_share")
+           "coordinator_saturated_share", "client_acc_mean", "client_acc_p10", "client_acc_worst")
 
 
 def t_975(df: int) -> float:

@@ -16,6 +16,12 @@ docs/architecture.md, "Time, bytes and evaluation"; the lag and the gap: docs/al
                        achieved relative to the fastest clients is from its target (metrics/fidelity.py)
     speedup_vs         (only with a baseline) baseline's time_to_target_s / this label's
     evals              how many evaluations were recorded
+    client_acc_mean,
+    client_acc_p10,
+    client_acc_worst   over the clients, their accuracy under the final model (clients.jsonl's `final_acc`:
+                       each client's own test split, or the test set weighted by its label shares, as
+                       `final_acc_on` says, copied as `client_eval`; runtime/bookkeeping/client_eval.py):
+                       mean, 10th percentile, worst
 
 and, from the label's rows of updates.jsonl (asynchronous algorithms: one row per applied update),
 
@@ -51,6 +57,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 GAP_FIRST_N = 100  # applied updates: the early stretch over which mean_gap_first_n compares algorithms
 
 
@@ -84,6 +92,8 @@ def summarize(
         entry = _summarize_evals(evals, target_acc)
         rows = [r for r in clients if r.get("algorithm") == label]
         entry["compute_ratio_mean"] = compute_ratio_mean(rows)
+        entry.update(client_spread([r.get("final_acc") for r in rows]))
+        entry["client_eval"] = next((r["final_acc_on"] for r in rows if r.get("final_acc_on")), None)
         errors = [abs(r["fidelity_error"]) for r in rows if isinstance(r.get("fidelity_error"), (int, float))]
         entry["fidelity_max_error"] = max(errors) if errors else None
         entry["diverged"] = any(r.get("diverged") for r in evals)
@@ -183,6 +193,16 @@ def _summarize_evals(evals: list[dict], target_acc: float | None) -> dict[str, A
                         if has_duration and bytes_up is not None and bytes_down is not None else None),
         "evals": len(evals),
     }
+
+
+def client_spread(accs: list) -> dict[str, float | None]:
+    """The mean, 10th percentile (numpy's linear interpolation) and worst of the clients' final accuracies that
+    exist (runtime/bookkeeping/client_eval.py: a client without test samples has none); None without any."""
+    values = [float(a) for a in accs if _num(a) is not None]
+    if not values:
+        return {"client_acc_mean": None, "client_acc_p10": None, "client_acc_worst": None}
+    return {"client_acc_mean": sum(values) / len(values), "client_acc_p10": float(np.percentile(values, 10)),
+            "client_acc_worst": min(values)}
 
 
 def _labels_in_order(metrics: list[dict], clients: list[dict], algorithms: dict[str, str]) -> list[str]:

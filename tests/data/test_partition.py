@@ -8,8 +8,9 @@ import pytest
 from edgesync.data.partition import NEEDS_GROUPS, PARTITION_KINDS, label_histogram, partition
 
 NUM_CLASSES = 10
-# the kinds that split by label alone; natural needs each sample's user (tests/data/test_leaf.py)
-LABEL_KINDS = tuple(k for k in PARTITION_KINDS if k not in NEEDS_GROUPS)
+# the kinds that split by label alone; natural needs each sample's user (tests/data/test_leaf.py), flwr the name
+# of a flwr-datasets partitioner (tests/data/test_flwr_partitioners.py)
+LABEL_KINDS = tuple(k for k in PARTITION_KINDS if k not in NEEDS_GROUPS + ("flwr",))
 
 
 @pytest.fixture(scope="module")

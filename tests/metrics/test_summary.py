@@ -51,6 +51,8 @@ def test_summary_values_by_hand():
         "updates_per_s": 0.5,                                                           # 15 / 30
         "bytes_up": 3000, "bytes_down": 6000, "bytes_per_s": 300.0,                     # 9000 / 30
         "compute_ratio_mean": 0.5,                                                      # (0.8 + 0.2) / 2
+        # no client row carries final_acc (an entry without per-client evaluation): none of its spread
+        "client_acc_mean": None, "client_acc_p10": None, "client_acc_worst": None, "client_eval": None,
         "fidelity_max_error": None,                                 # its rows have no fidelity figures
         "evals": 4, "speedup_vs": 1.0,
         "mean_lag": None, "mean_gap": None, "mean_gap_normalized": None,  # no updates.jsonl rows

@@ -53,7 +53,9 @@ def test_the_split_depends_on_its_own_seed_only(labels):
     {"partition": {"kind": "dirichlet", "alpha": 0.3}},
     {"partition": {"kind": "shards", "shards_per_client": 2}},
     {"clients": ["x1", {"partition": {"kind": "dirichlet"}}, "x1"]},  # two groups: pools shuffled first
-], ids=["iid", "dirichlet", "shards", "two-groups"])
+    {"partition": {"kind": "flwr", "partitioner": "DirichletPartitioner",  # flwr-datasets' (data/flwr_partitioners.py)
+                   "args": {"alpha": 0.3, "partition_by": "label"}}},
+], ids=["iid", "dirichlet", "shards", "two-groups", "flwr"])
 def test_no_client_trains_on_a_validation_sample(labels, extra):
     for seed in (0, 1, 5):
         sc = scenario(**{"seed": seed, **extra})

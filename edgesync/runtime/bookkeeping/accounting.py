@@ -51,6 +51,8 @@ class AlgorithmAccount:
     evals_at_chance: int = 0  # evaluations in a row back at chance after the model had learned
     last_row: dict[str, Any] | None = None
     final_row: dict[str, Any] | None = None  # the entry's final evaluation, once written: the entry is over
+    # each client's accuracy under the final model (client_eval.py: `client_acc`, `client_eval`), for clients.jsonl
+    client_acc: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -123,7 +125,11 @@ class AlgorithmAccount:
         return self.final_row is not None
 
     def log_final(self, counters: dict[str, Any], acc: float, loss: float, diverged: bool = False) -> dict[str, Any]:
-        """The entry's final evaluation: its last row, written once (a second is a runtime's bug: it raises)."""
+        """The entry's final evaluation: its last row, written once (a second is a runtime's bug: it raises).
+        Per-client accuracies among the counters (the live evaluator's) go to clients.jsonl, not to the row."""
+        if "client_acc" in counters:
+            counters = dict(counters)
+            self.client_acc = {"client_acc": counters.pop("client_acc"), "client_eval": counters.pop("client_eval")}
         row = self.log_eval(counters, acc, loss, diverged)
         self.final_row = row
         return row
@@ -172,7 +178,10 @@ class AlgorithmAccount:
         (metrics/fidelity.py; a warning for each one off by more than `tolerance`)."""
         fidelity.annotate(rows, synchronous=algorithms.get(self.config.name).family == "synchronous")
         fidelity.warn_if_off(self.key, rows, tolerance)
+        accs = (self.client_acc or {}).get("client_acc") or []
         for row in rows:
+            if isinstance(row.get("client"), int) and 0 <= row["client"] < len(accs):  # its accuracy at the end
+                row["final_acc"], row["final_acc_on"] = accs[row["client"]], self.client_acc["client_eval"]
             self.recorder.log_client(row)
 
 

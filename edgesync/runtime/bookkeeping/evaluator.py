@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from edgesync.models import build_model
 from edgesync.params import set_buffers, set_params
+from edgesync.runtime.bookkeeping.client_eval import ClientEvalSets, client_figures
 from edgesync.trainer import use_channels_last
 
 
@@ -57,9 +58,10 @@ def evaluate_state(model: torch.nn.Module, params: torch.Tensor, buffers: torch.
 
 class Evaluator:
     def __init__(self, model_name: str, num_classes: int, in_channels: int,
-                 x: torch.Tensor, y: torch.Tensor, batch_size: int):
+                 x: torch.Tensor, y: torch.Tensor, batch_size: int, clients: ClientEvalSets | None = None):
         self.model = build_model(model_name, num_classes=num_classes, in_channels=in_channels)
         self.x, self.y, self.batch_size = x, y, batch_size
+        self.clients = clients  # the final model is also measured per client on these (client_eval.py)
         self._pending: Snapshot | None = None
         self._cond = threading.Condition()
         self._results: queue.Queue[Result] = queue.Queue()
@@ -74,9 +76,15 @@ class Evaluator:
             self._cond.notify()
 
     def evaluate_now(self, snapshot: Snapshot) -> Result:
-        """Synchronous evaluation (used for the final model of an algorithm)."""
+        """Synchronous evaluation (used for the final model of an algorithm): its counters also carry each
+        client's accuracy (`client_acc`, `client_eval`) when the evaluator has the clients' sets, which
+        AlgorithmAccount.log_final takes to clients.jsonl."""
         self.drain()
-        return self._run(snapshot)
+        counters, acc, loss = self._run(snapshot)
+        if self.clients is None:
+            return counters, acc, loss
+        return {**counters, **client_figures(self.model, snapshot.params, snapshot.buffers, self.clients,
+                                             self.batch_size)}, acc, loss
 
     def results(self) -> list[Result]:
         out = []

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from edgesync.algorithms.machinery.base import ModelState
+from edgesync.runtime.bookkeeping.client_eval import ClientEvalSets, client_eval_sets
 from edgesync.data.datasets import ArrayDataset, load_dataset, to_tensor
 from edgesync.data.partition import NEEDS_GROUPS, natural_users, partition
 from edgesync.models import build_model
@@ -98,6 +99,7 @@ def client_splits(scenario: Scenario, labels: np.ndarray, users: np.ndarray | No
 
     `users` is each training sample's natural id (the dataset's train_groups, aligned with labels), which a
     `natural` partition needs; it splits the whole training set by user, so it cannot share it with a group.
+    A `flwr` partition (a flwr-datasets partitioner) sees the pool's labels and, where given, users.
     """
     specs, groups = _partition_groups(scenario)
     rng = np.random.default_rng([scenario.seed, 0xDA7A])
@@ -113,7 +115,8 @@ def client_splits(scenario: Scenario, labels: np.ndarray, users: np.ndarray | No
         spec = specs[members[0]]
         parts = partition(labels[pool], len(members), spec.kind, seed=scenario.seed + g,
                           alpha=spec.alpha, shards_per_client=spec.shards_per_client,
-                          groups=None if users is None else users[pool])
+                          groups=None if users is None else users[pool], partitioner=spec.partitioner,
+                          partitioner_args=spec.args, preshuffle=spec.preshuffle)
         for rank, part in zip(members, parts):
             splits[rank] = np.sort(pool[part]).astype(np.int64)
     return splits
@@ -181,6 +184,7 @@ class Workload:
     eval_x: torch.Tensor
     eval_y: torch.Tensor  # (N,)
     eval_on: str = "test"
+    client_sets: ClientEvalSets | None = None  # what each client's accuracy is measured on at the end (client_eval.py)
 
 
 def prepare_workload(scenario: Scenario) -> Workload:
@@ -195,8 +199,12 @@ def prepare_workload(scenario: Scenario) -> Workload:
     else:
         n_test = min(scenario.eval.test_size or len(data.test_y), len(data.test_y))
         x, y = data.test_x[:n_test], data.test_y[:n_test]
-    return Workload(data, client_splits(scenario, data.train_y, data.train_groups), initial_model(scenario, data),
-                    to_tensor(x, data.mean, data.std), torch.as_tensor(y, dtype=torch.int64), scenario.eval.on)
+    splits = client_splits(scenario, data.train_y, data.train_groups)
+    eval_x, eval_y = to_tensor(x, data.mean, data.std), torch.as_tensor(y, dtype=torch.int64)
+    # a tuning run measures its clients on the validation set too: never on a user's test samples
+    own_tests = client_test_splits(scenario, data) if scenario.eval.on == "test" else None
+    return Workload(data, splits, initial_model(scenario, data), eval_x, eval_y, scenario.eval.on,
+                    client_eval_sets(data, splits, own_tests, eval_x, eval_y))
 
 
 def resolve_device(device: str) -> torch.device:

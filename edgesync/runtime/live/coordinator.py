@@ -109,7 +109,7 @@ class Coordinator:
         self.phases.splits = work.splits
         self.shards = self.phases.shards = lead_for(sc, work, self.shard_addresses, self.shard_keys)
         self.evaluator = Evaluator(sc.model.id, work.data.num_classes, work.data.input_shape[0], work.eval_x,
-                                   work.eval_y, sc.eval.batch_size)
+                                   work.eval_y, sc.eval.batch_size, clients=work.client_sets)
 
     def run(self) -> None:
         self.prepare()

@@ -42,6 +42,7 @@ from edgesync.models.shard_plan import plan_for
 from edgesync.transport.allocator import release_free_memory, tune_allocator
 from edgesync.runtime.bookkeeping.accounting import TIME_DIGITS, AlgorithmAccount, client_totals
 from edgesync.runtime.bookkeeping.evaluator import evaluate_state
+from edgesync.runtime.bookkeeping.client_eval import final_client_figures
 from edgesync.runtime.bookkeeping.progress import Progress
 from edgesync.runtime.sim.server_calibration import cached_or_calibrated
 from edgesync.runtime.sim.server_cost import CostSamples
@@ -124,8 +125,7 @@ class Simulator:
             if batch_size in sim.calibration:  # a replay: the conditions of the figure it replays
                 self.calibration[batch_size] = sim.calibration[batch_size]
             return sim.measured_step_s[batch_size]
-        probe = Trainer(model=self.model, x=self.x, y=self.y, batch_size=batch_size, seed=0,
-                        subset=self.splits[0])
+        probe = Trainer(model=self.model, x=self.x, y=self.y, batch_size=batch_size, seed=0, subset=self.splits[0])
         entry = cached_step(probe, self.scenario.model.id)
         self.calibration[batch_size] = entry
         return float(entry["step_s"])
@@ -172,6 +172,7 @@ class Simulator:
                          self.spill.spilled, sc.sim.spill_mb)
             self.spill.clear()
             release_free_memory()  # the algorithm's model-sized blocks, back to the system
+        self.account.client_acc = final_client_figures(self.eval_model, server, self.workload.client_sets, sc.eval.batch_size)
         if not self.account.final_evaluated(end, server.updates):  # the evaluation at the end may have seen it
             self._evaluate(end, final=True)
         self.coordinator.finish(end)  # its load, into coordinator.jsonl; a warning if it was the bottleneck
