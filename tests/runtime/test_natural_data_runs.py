@@ -18,7 +18,10 @@ from edgesync.testing.leaf_files import write_femnist, write_shakespeare
 from loopback_run import LoopbackRun
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-SHORT = ["stop.budget_base_steps=null", "stop.time_budget_s=2", "eval.every_s=1", "eval.test_size=200"]
+# a fixed 10 ms base step and no coordinator cost model (no calibration runs: these tests are about the data),
+# and about ten steps per client: the simulator really trains
+SHORT = ["stop.budget_base_steps=null", "stop.time_budget_s=0.12", "eval.every_s=0.06", "eval.test_size=200",
+         "sim.base_step_s=0.01", "sim.server_time=zero"]
 
 
 def _scenario(name: str, root: Path, clients: int, *sets: str):
@@ -65,7 +68,7 @@ def test_femnist_writers_train_leafs_cnn_in_the_simulator_with_fewer_clients_tha
 def test_the_shakespeare_scenario_live_trains_the_lstm_and_measures_each_role(tmp_path):
     root = tmp_path / "shakespeare"
     write_shakespeare(root, roles=4)
-    sc = _scenario("shakespeare_natural", root, 4, "runtime=live",
+    sc = _scenario("shakespeare_natural", root, 4, "runtime=live", "stop.time_budget_s=2",
                    "algorithms=[{name: fedprox, lr: 0.8, batch_size: 10, local_steps: 2}]")
     run = LoopbackRun(sc.model_dump(mode="json", exclude_none=True), tmp_path / "run").start()
     run.join()
@@ -82,3 +85,18 @@ def test_validating_the_natural_scenarios_without_their_data_says_what_is_missin
         note = _missing_data(load_scenario(SCENARIOS / f"{name}.yaml", [f"dataset.root={tmp_path}"]))
         assert note is not None and f"dataset {name.split('_')[0]} is not on this machine" in note
         assert str(tmp_path) in note and "preprocess.sh" in note
+
+
+def test_every_family_of_algorithm_trains_the_lstm_on_tokens_unchanged(tmp_path):
+    """An algorithm sees a flat parameter vector, whatever the model eats: one of each family besides those the
+    tests above run (synchronous SSGD, asynchronous ASGD, DGS's sparsified updates, SHAT's shards) trains LEAF's
+    LSTM on token sequences and ends with each role measured."""
+    root = tmp_path / "shakespeare"
+    write_shakespeare(root, roles=4)
+    names = ["ssgd", "asgd", "dgs", "shat"]
+    entries = ", ".join(f"{{name: {n}, lr: 0.5, batch_size: 10}}" for n in names)
+    sc = _scenario("shakespeare_natural", root, 2, f"algorithms=[{entries}]")
+    summary = run_scenario(sc, tmp_path / "run", progress=False)
+    for name in names:
+        assert summary[name]["updates"] > 0, name
+        assert summary[name]["client_eval"] == "own" and summary[name]["client_acc_mean"] is not None, name
