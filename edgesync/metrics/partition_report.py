@@ -68,7 +68,9 @@ def plot_partition(partitions: dict[str, dict], path: Path) -> Path | None:
     height = min(9.0, 1.6 + 0.22 * n_clients)
     fig = Figure(figsize=(7.0, height), dpi=DPI, layout="constrained")
     ax, side = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [4, 1]})
-    image = ax.imshow(shares, aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+    # the scale ends at the largest share drawn: with many classes (Shakespeare's 80) a 0..1 scale hides the skew
+    top = float(shares.max()) if shares.size and shares.max() > 0 else 1.0
+    image = ax.imshow(shares, aspect="auto", cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
     ax.set_xlabel("Class")
     ax.set_ylabel("Client")
     ax.set_title("Label share per client")
