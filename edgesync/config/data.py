@@ -94,7 +94,7 @@ class ModelSpec(OutsideNamed):
 
 
 class PartitionSpec(Strict):
-    # natural: one client per user of a dataset with users (femnist, shakespeare); see data/partition.py
+    # natural: one client per user of a dataset with users (LEAF's); see data/partition.py
     # flwr: a flwr-datasets partitioner by name, with its constructor's args; see data/flwr_partitioners.py
     kind: Literal[PARTITION_KINDS] = "iid"  # type: ignore[valid-type]
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (kind: dirichlet)")

@@ -27,10 +27,11 @@ from edgesync.config.stop_eval import EvalSpec, StopSpec
 from edgesync.config.strict import Strict
 from edgesync.config.tune import TuneSpec
 from edgesync.config.tune_grid import check_tune
-from edgesync.data.datasets import INPUT_SHAPES
+from edgesync.data.datasets import INPUT_SHAPES, TOKEN_INDICES
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import DeviceProfile
 from edgesync.models import FIXED_INPUT_SIDE, MODEL_NAMES, TOKEN_MODELS
+from edgesync.models import TOKEN_INDICES as MODEL_TOKEN_INDICES
 from edgesync.models.shard_plan import plan_for
 
 DEFAULT_SHARDS = 4  # with sharding layer or memory and no `shards`: SHAT's EQ3 shards over four servers
@@ -180,17 +181,24 @@ class Scenario(Strict):
     @model_validator(mode="after")
     def _model_takes_the_inputs(self) -> "Scenario":
         """A model built for one image size (the small CNN: 28×28) cannot train on another dataset's, an image
-        model not on token sequences, a token model (leaf_lstm) not on images."""
+        model not on token sequences, a token model (leaf_lstm) not on images nor on another dataset's tokens
+        (Shakespeare's 80 characters, Sent140's 10,001 word indices)."""
         name, shape = self.model.name, INPUT_SHAPES.get(self.dataset.name)
         if name not in MODEL_NAMES or shape is None:  # an outside model's or dataset's inputs are known once loaded
             return self
-        tokens = len(shape) == 1  # (L,) character indices; images are (C, H, W)
+        tokens = len(shape) == 1  # (L,) token indices; images are (C, H, W)
+        indices = TOKEN_INDICES.get(self.dataset.name)  # None: not known before loading
+        fitting = sorted(m for m in TOKEN_MODELS if indices in (None, MODEL_TOKEN_INDICES[m]))
         if name in TOKEN_MODELS and not tokens:
-            raise ValueError(f"model.name {name} takes sequences of character indices, but dataset.name "
+            raise ValueError(f"model.name {name} takes sequences of token indices, but dataset.name "
                              f"{self.dataset.name} holds images")
         if name not in TOKEN_MODELS and tokens:
             raise ValueError(f"model.name {name} takes images, but dataset.name {self.dataset.name} holds sequences "
-                             f"of character indices: use model.name {' or '.join(sorted(TOKEN_MODELS))}")
+                             f"of token indices: use model.name {' or '.join(fitting or sorted(TOKEN_MODELS))}")
+        if name in TOKEN_MODELS and indices is not None and MODEL_TOKEN_INDICES[name] != indices:
+            use = f": use model.name {' or '.join(fitting)}" if fitting else ""
+            raise ValueError(f"model.name {name} takes token indices 0..{MODEL_TOKEN_INDICES[name] - 1}, but "
+                             f"dataset.name {self.dataset.name} holds 0..{indices - 1}{use}")
         side = FIXED_INPUT_SIDE.get(name)
         if side is None:
             return self

@@ -1,15 +1,15 @@
 """Say where a dataset is, or fetch it.
 
     python -m edgesync.data                      # print where Fashion-MNIST is found; exit 1 if nowhere
-    python -m edgesync.data --dataset cifar10    # the same for CIFAR-10 (femnist, shakespeare: LEAF's)
+    python -m edgesync.data --dataset cifar10    # the same for CIFAR-10 (LEAF's: femnist, shakespeare, sent140, celeba)
     python -m edgesync.data --ensure             # if nowhere, download (needs internet) into <repo>/data/fashion-mnist
                                                  # (CIFAR-10: <repo>/data/cifar-10)
     python -m edgesync.data --root DIR           # look only in DIR ($EDGESYNC_DATA still wins); --ensure downloads there
     python -m edgesync.data --dataset hf --args '{"path": "data/writers.parquet", "feature": "pixels", "shape": [28, 28]}'
     python -m edgesync.data --dataset image_folder --args '{"path": "data/flowers", "size": [32, 32]}'
 
-LEAF's FEMNIST and Shakespeare cannot be downloaded ready-made (LEAF's scripts build them from the raw
-data): --ensure says so, how to build them and where to put them, and exits 2.
+LEAF's FEMNIST, Shakespeare, Sent140 and CelebA cannot be downloaded ready-made (LEAF's scripts build them from
+the raw data): --ensure says so, how to build them and where to put them, and exits 2.
 
 Your own files (hf: a saved Hugging Face dataset, or Parquet, CSV or JSON-lines files; image_folder: a
 folder per class) are named in a scenario as `dataset: {name: hf, args: {path: …, feature: …, label: …}}`
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", help="the directory to look in (instead of the usual places)")
     parser.add_argument("--ensure", action="store_true",
                         help="download if not found: into --root, else into <repo>/data/fashion-mnist or "
-                        "<repo>/data/cifar-10 (femnist, shakespeare: say how to build them with LEAF)")
+                        "<repo>/data/cifar-10 (LEAF's femnist, shakespeare, sent140, celeba: say how to build "
+                        "them)")
     parser.add_argument("--args", help="hf, image_folder: the scenario's dataset.args as JSON (path, columns)")
     args = parser.parse_args(argv)
     if args.dataset in FILE_DATASETS:

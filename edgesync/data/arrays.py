@@ -4,7 +4,8 @@
 colour ones as (N, C, H, W). `to_tensor` normalizes a batch to float32 (N, C, H, W) when it is needed: the
 images stay uint8 until then (a quarter of float32's memory), and one channel-first layout serves every model. `DataNotFoundError` is every loader's "the files are
 not there", and `explicit_root_error` its wording for a root that was given but does not hold the data:
-such a root is the only place looked in, never replaced by another copy found elsewhere.
+such a root is the only place looked in, never replaced by another copy found elsewhere. `class_labels` is the
+readers' check of a file's list of classes.
 
 A dataset of token sequences (`kind="tokens"`, LEAF's Shakespeare) holds int64 arrays (N, L) of token
 indices instead of images; `to_tensor` hands them over as they are, as a torch.long tensor. A naturally
@@ -121,6 +122,20 @@ def to_tensor(x_uint8: np.ndarray, mean: float | tuple[float, ...], std: float |
         raise ValueError(f"to_tensor: images of {channels} channels need {channels} means and stds, got "
                          f"{mean!r} and {std!r}")
     return t.div_(255.0).sub_(m.view(1, -1, 1, 1)).div_(s.view(1, -1, 1, 1))  # (N, C, H, W)
+
+
+def class_labels(y: list, num_classes: int, where: str) -> np.ndarray:
+    """A file's list of integer classes as int64 (n,), each checked to be in 0..num_classes-1; where names the
+    file and user in the error."""
+    if not y:  # a user with no samples here (np.asarray would make float64 of it)
+        return np.empty(0, dtype=np.int64)
+    labels = np.asarray(y)
+    if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer) or labels.shape != (len(y),):
+        raise ValueError(f"{where}: y must be a list of integer classes 0..{num_classes - 1}, got {labels.dtype} "
+                         f"of shape {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"{where}: y spans {labels.min()}..{labels.max()}, expected classes 0..{num_classes - 1}")
+    return labels.astype(np.int64)
 
 
 def _writable(x: np.ndarray) -> np.ndarray:

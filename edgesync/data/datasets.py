@@ -2,11 +2,11 @@
 
 Sources: our own IDX reader for Fashion-MNIST (``fashion_mnist``, see fashion_mnist.py), our own reader of
 CIFAR-10's python archive (``cifar10``, see cifar10.py), our own reader of LEAF's JSON files (``femnist``,
-``shakespeare``, see leaf.py), torchvision (``mnist``, ``torchvision_fashion_mnist``), and a user's own files,
+``shakespeare``, ``sent140``, ``celeba``, see leaf.py), torchvision (``mnist``, ``torchvision_fashion_mnist``), and a user's own files,
 named with their `dataset.args` (``hf``: Hugging Face datasets from local files, see hf.py; ``image_folder``: a
 folder per class, see image_folder.py). Every dataset is an
-`ArrayDataset` (arrays.py): uint8 images, (N, H, W) grayscale or (N, 3, H, W) colour, or (Shakespeare)
-int64 token sequences (N, 80), plus int64 labels; LEAF's also say each sample's user. `ArrayDataset` and
+`ArrayDataset` (arrays.py): uint8 images, (N, H, W) grayscale or (N, 3, H, W) colour, or (Shakespeare,
+Sent140) int64 token sequences (N, 80) and (N, 25), plus int64 labels; LEAF's also say each sample's user. `ArrayDataset` and
 `to_tensor` are importable from here too.
 """
 
@@ -25,10 +25,14 @@ from edgesync.data.cifar10 import download_cifar10, load_cifar10
 from edgesync.data.fashion_mnist import find_root, load_fashion_mnist
 from edgesync.data.hf import check_hf_args, load_hf
 from edgesync.data.image_folder import check_image_folder_args, load_image_folder
-from edgesync.data.leaf import load_femnist, load_shakespeare
+from edgesync.data.leaf import FORMATS as LEAF_FORMATS
+from edgesync.data.leaf import NUM_LETTERS, load_leaf
+from edgesync.data.leaf_celeba import IMAGE_SIDE as CELEBA_SIDE
+from edgesync.data.leaf_sent140 import MAX_WORDS as SENT140_WORDS
+from edgesync.data.leaf_sent140 import TOKEN_INDICES as SENT140_TOKENS
 from edgesync.extensions import ExtensionError, find_outside
 
-__all__ = ["DATASET_NAMES", "FILE_DATASETS", "INPUT_SHAPES", "ArrayDataset", "check_dataset_args", "download_cifar10",
+__all__ = ["DATASET_NAMES", "FILE_DATASETS", "INPUT_SHAPES", "TOKEN_INDICES", "ArrayDataset", "check_dataset_args", "download_cifar10",
            "download_fashion_mnist", "load_dataset", "outside_loader", "to_tensor"]
 
 # (C, H, W) of one image of each dataset as the models see it, or (L,) of a token sequence, known without
@@ -40,7 +44,12 @@ INPUT_SHAPES = {
     "cifar10": (3, 32, 32),
     "femnist": (1, 28, 28),
     "shakespeare": (80,),
+    "sent140": (SENT140_WORDS,),
+    "celeba": (3, CELEBA_SIDE, CELEBA_SIDE),
 }
+# How many token indices a built-in token dataset's samples take (0..n-1), known without loading the data: the
+# scenario check matches it with the token model's (models.TOKEN_INDICES)
+TOKEN_INDICES = {"shakespeare": NUM_LETTERS, "sent140": SENT140_TOKENS}
 # Built-in datasets of a user's own files, named with their args: (check the args and find the path, load). Their
 # input shape is known only once the files are read, so INPUT_SHAPES has none, and the scenario's model/input
 # check leaves them alone, as it does outside datasets.
@@ -83,10 +92,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, origin: str |
         return load_fashion_mnist(root, origin)
     if name == "cifar10":
         return load_cifar10(root, origin)
-    if name == "femnist":
-        return load_femnist(root, origin)
-    if name == "shakespeare":
-        return load_shakespeare(root, origin)
+    if name in LEAF_FORMATS:
+        return load_leaf(name, root, origin)
     if name == "mnist":
         return _load_torchvision("MNIST", root, origin, name)
     if name == "torchvision_fashion_mnist":

@@ -150,7 +150,7 @@ def _dataset(labels: np.ndarray, groups: np.ndarray | None, seed: int | None, pa
                              f"{groups.dtype} of shape {groups.shape}")
     elif partition_by == "user":
         raise ValueError("partition.args.partition_by: user, but this dataset has no natural ids (users): use a "
-                         "dataset with users (femnist, shakespeare) or partition_by: label")
+                         "dataset with users (LEAF's femnist, shakespeare, sent140, celeba) or partition_by: label")
     columns = {"index": np.arange(n, dtype=np.int64), "label": labels.astype(np.int64)}
     if groups is not None:
         columns["user"] = groups.astype(np.int64)

@@ -1,10 +1,11 @@
-"""LEAF's naturally partitioned datasets, FEMNIST and Shakespeare, read from LEAF's own JSON files.
+"""LEAF's naturally partitioned datasets, FEMNIST, Shakespeare, Sent140 and CelebA, read from LEAF's own JSON files.
 
 LEAF (https://github.com/TalwalkarLab/leaf) builds each dataset with its scripts (`./preprocess.sh` in
-its `data/femnist` or `data/shakespeare` folder) into a data folder holding `train/*.json` and
-`test/*.json`, several files per split. Each file is one JSON object:
+its `data/femnist`, `data/shakespeare`, `data/sent140` or `data/celeba` folder) into a data folder holding
+`train/*.json` and `test/*.json`, several files per split. Each file is one JSON object:
 
-- `users`: the user ids (FEMNIST: writers; Shakespeare: a play's speaking roles);
+- `users`: the user ids (FEMNIST: writers; Shakespeare: a play's speaking roles; Sent140: Twitter users;
+  CelebA: celebrities);
 - `num_samples`: how many samples each user has in this file, in the order of `users`;
 - `user_data`: {user: {"x": [...], "y": [...]}};
 - `hierarchies` (optional; Shakespeare's plays): one entry per user.
@@ -13,7 +14,9 @@ FEMNIST's x is 784 floats in [0, 1] (a 28×28 image, 1.0 the white background, a
 values are kept, as uint8 round(x·255)); y is a class 0..61 (digits, upper-, lower-case letters).
 Shakespeare's x is an 80-character string, y the character that follows; both map to indices with LEAF's
 own vocabulary, ALL_LETTERS (80 characters, `letter_to_index` = `ALL_LETTERS.find`): a character outside
-it, which LEAF would map to -1, is refused here.
+it, which LEAF would map to -1, is refused here. Sent140's tweets become word indices over a vocabulary of
+the training split (leaf_sent140.py), CelebA's image names the images LEAF keeps beside the JSON
+(leaf_celeba.py): each format's `finish` step, once both splits are read.
 
 What LEAF allows, and this reader with it: with `-t sample` every user of the train files is in the test
 files too (LEAF drops users with fewer than two samples from both); with `-t user` a user is in one split
@@ -43,9 +46,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesync.data.arrays import REPO_DATA_DIR, ArrayDataset, DataNotFoundError, explicit_root_error
+from edgesync.data.arrays import REPO_DATA_DIR, ArrayDataset, DataNotFoundError, class_labels, explicit_root_error
 from edgesync.data.fashion_mnist import ENV_VAR
 from edgesync.data.images import pixel_moments
+from edgesync.data.leaf_celeba import CELEBA_CLASSES, image_names, load_images
+from edgesync.data.leaf_sent140 import SENT140_CLASSES, tokenise, tweets
 
 ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 NUM_LETTERS = len(ALL_LETTERS)
@@ -81,11 +86,16 @@ class LeafFormat:
     convert: Callable[[list, list, str], Samples]  # (x, y, where) -> (x array, y int64); where names the user
     preprocess: str  # the options of LEAF's ./preprocess.sh we advise
     split: str  # the per-user train/test split those options make
+    # (the folder read, {split: {user: samples}}) -> the same with the final arrays: what needs every user's
+    # samples (Sent140's vocabulary) or the folder (CelebA's images); None: convert's arrays are final
+    finish: Callable[[Path, dict[str, dict[str, Samples]]], dict[str, dict[str, Samples]]] | None = None
+    before: str = ""  # what to do before ./preprocess.sh, where LEAF needs files it does not fetch
 
     @property
     def how_to_get(self) -> str:
         return (f"LEAF's scripts build it from the raw data (there is no ready-made download): `git clone "
-                f"{LEAF_REPO}`, then in its data/{self.name} folder run `./preprocess.sh {self.preprocess}` "
+                f"{LEAF_REPO}`, {self.before}then in its data/{self.name} folder run `./preprocess.sh "
+                f"{self.preprocess}` "
                 f"(`-t sample` splits each user's samples {self.split} into train and test, so every user has "
                 "test data of its own; `--sf 0.05` builds a small sample), and put the folder it writes, "
                 f"data/{self.name}/data (holding train/ and test/), at {SEARCH_BASE / self.name / 'data'}, or "
@@ -109,7 +119,7 @@ def _femnist_samples(x: list, y: list, where: str) -> Samples:
         i, j = np.argwhere(bad)[0]
         raise ValueError(f"{where}, sample {i}: x[{j}] = {float(values[i, j])!r}, expected a pixel value in [0, 1]")
     images = np.rint(values * 255.0).astype(np.uint8).reshape(len(x), FEMNIST_SIDE, FEMNIST_SIDE)
-    return images, _classes(y, FEMNIST_CLASSES, where)
+    return images, class_labels(y, FEMNIST_CLASSES, where)
 
 
 def _shakespeare_samples(x: list, y: list, where: str) -> Samples:
@@ -138,24 +148,20 @@ def _indices(text: str, where: str, key: str, per_sample: int) -> np.ndarray:
     return index
 
 
-def _classes(y: list, num_classes: int, where: str) -> np.ndarray:
-    if not y:  # a user with no samples here (np.asarray would make float64 of it)
-        return np.empty(0, dtype=np.int64)
-    labels = np.asarray(y)
-    if labels.dtype == bool or not np.issubdtype(labels.dtype, np.integer) or labels.shape != (len(y),):
-        raise ValueError(f"{where}: y must be a list of integer classes 0..{num_classes - 1}, got {labels.dtype} "
-                         f"of shape {labels.shape}")
-    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"{where}: y spans {labels.min()}..{labels.max()}, expected classes 0..{num_classes - 1}")
-    return labels.astype(np.int64)
-
-
 FORMATS = {
     "femnist": LeafFormat("femnist", "FEMNIST", "image", FEMNIST_CLASSES, _femnist_samples,
                           "-s niid --sf 1.0 -k 0 -t sample", "90/10"),
     # --tf 0.8: the train/test split of the FedAvg paper's Shakespeare, which LEAF's README uses
     "shakespeare": LeafFormat("shakespeare", "Shakespeare", "tokens", NUM_LETTERS, _shakespeare_samples,
                               "-s niid --sf 1.0 -k 0 -t sample --tf 0.8", "80/20"),
+    # LEAF's README's full-sized builds; its script fetches Sentiment140 itself, CelebA it cannot
+    "sent140": LeafFormat("sent140", "Sent140", "tokens", SENT140_CLASSES, tweets, "-s niid --sf 1.0 -k 64 -t sample",
+                          "90/10", tokenise),
+    "celeba": LeafFormat("celeba", "CelebA", "image", CELEBA_CLASSES, image_names, "-s niid --sf 1.0 -k 5 -t sample",
+                         "90/10", load_images,
+                         "put CelebA's identity_CelebA.txt, list_attr_celeba.txt and img_align_celeba/ (from "
+                         "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html) in its data/celeba/data/raw (the images "
+                         "stay there: they are read from raw/img_align_celeba beside train/ and test/), "),
 }
 
 
@@ -192,16 +198,18 @@ def default_places(name: str) -> list[Path]:
 
 
 def load_leaf(name: str, root: str | os.PathLike | None = None, origin: str | None = None) -> ArrayDataset:
-    """Load LEAF's `name` (femnist, shakespeare) from `find_leaf(root, origin)`: every JSON file of train/
+    """Load LEAF's `name` (one of FORMATS) from `find_leaf(root, origin)`: every JSON file of train/
     and test/, samples ordered by user, with each sample's user in train_groups and test_groups."""
     fmt = FORMATS[name]
     folder = find_leaf(name, root, origin)
     splits = {split: read_split(folder / split, fmt) for split in SPLITS}
+    if fmt.finish is not None:
+        splits = fmt.finish(folder, splits)
     names = tuple(sorted(set(splits["train"]) | set(splits["test"])))
     index = {user: i for i, user in enumerate(names)}
     arrays = {split: _concatenate(users, index) for split, users in splits.items()}
     (train_x, train_y, train_groups), (test_x, test_y, test_groups) = arrays["train"], arrays["test"]
-    # FEMNIST's figures are those of the files loaded, white background included
+    # FEMNIST's and CelebA's figures are those of the files loaded (FEMNIST's white background included)
     mean, std = pixel_moments(train_x) if fmt.kind == "image" else (0.0, 1.0)
     return ArrayDataset(train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
                         num_classes=fmt.num_classes, mean=mean, std=std, name=name, kind=fmt.kind,

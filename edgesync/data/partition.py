@@ -113,7 +113,8 @@ def _check(labels: np.ndarray, num_clients: int, kind: str) -> np.ndarray:
 def _check_groups(groups: np.ndarray | None, labels: np.ndarray) -> np.ndarray:
     if groups is None:
         raise ValueError("partition kind natural needs each sample's natural id (its user), and this dataset has "
-                         "no natural ids: use a dataset with users (femnist, shakespeare) or another kind")
+                         "no natural ids: use a dataset with users (LEAF's femnist, shakespeare, sent140, celeba) or "
+                         "another kind")
     groups = np.asarray(groups)
     if groups.shape != labels.shape or not np.issubdtype(groups.dtype, np.integer):
         raise ValueError(f"groups must be a 1-D integer array with one id per sample ({len(labels)}), got "

@@ -1,8 +1,10 @@
-"""Small FEMNIST and Shakespeare data folders in LEAF's real JSON layout: for tests, and to try the pipeline
-without LEAF's multi-gigabyte build.
+"""Small FEMNIST, Shakespeare, Sent140 and CelebA data folders in LEAF's real JSON layout: for tests, and to try
+the pipeline without LEAF's multi-gigabyte builds.
 
     python -m edgesync.testing.leaf_files femnist data/femnist/data        # 20 writers
     python -m edgesync.testing.leaf_files shakespeare data/shakespeare/data # 10 roles
+    python -m edgesync.testing.leaf_files sent140 data/sent140/data        # 10 Twitter users
+    python -m edgesync.testing.leaf_files celeba data/celeba/data          # 8 celebrities, images in raw/
 
 Each writer makes what LEAF's `./preprocess.sh ... -t sample` makes: `train/` and `test/` folders, each with
 several JSON files (users spread over them, not in sorted order), every file an object with `users`,
@@ -14,7 +16,13 @@ so every user has at least one test sample. The data is made up, not LEAF's:
   noised per sample, as floats k/255 (LEAF's `vec / 255`); classes 0..61, ids like LEAF's (`f0003_27`);
 - Shakespeare: per role, the words of a public-domain passage (Shakespeare's Sonnet 18) in an order of its
   own, each sample a sliding 80-character window with the character after it as y, as LEAF cuts a role's
-  lines; ids like LEAF's (`THE_TEMPEST_PROSPERO`), the play as the role's hierarchy.
+  lines; ids like LEAF's (`THE_TEMPEST_PROSPERO`), the play as the role's hierarchy;
+- Sent140: per user, tweets of a few words from a positive or a negative list among neutral ones, with
+  mentions, links and punctuation, y 1 for a positive one; x LEAF's five strings [tweet_id, date, query, user,
+  text]; user ids like Twitter handles;
+- CelebA: per celebrity (ids numbers, as LEAF's), small JPEG "faces" written with PIL into
+  raw/img_align_celeba/ (000001.jpg, ...): a face-coloured oval of the celebrity's own tone with a bright
+  mouth band when y is 1 (smiling); y written as LEAF writes it, 1.0 or 0.0.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from edgesync.data.leaf import ALL_LETTERS, FEMNIST_CLASSES, FEMNIST_SIDE, SEQ_LENGTH
+from edgesync.data.leaf_celeba import IMAGES
 
 SONNET_18 = """Shall I compare thee to a summer's day?
 Thou art more lovely and more temperate:
@@ -47,6 +56,13 @@ PLAYS = ("THE_TEMPEST", "HAMLET", "KING_LEAR", "MACBETH", "OTHELLO")
 ROLES = ("PROSPERO", "MIRANDA", "ARIEL", "CALIBAN", "FERDINAND", "GONZALO", "HORATIO", "KENT", "BANQUO", "IAGO")
 
 UserData = dict[str, dict[str, list]]  # {user: {"x": [...], "y": [...]}}
+
+POSITIVE = ("love", "great", "happy", "awesome", "fun", "good", "thanks", "yay")
+NEGATIVE = ("sad", "hate", "bad", "sick", "tired", "miss", "ugh", "awful")
+NEUTRAL = ("the", "day", "work", "today", "my", "is", "so", "at", "going", "home", "now", "lunch", "I'm", "that's")
+HANDLES = ("lyx_fan", "robotickilldozr", "sunny_side", "mattycus", "ElleCTF", "Karoli", "joy_wolf", "coZZ",
+           "TheBigDog", "nightowl22", "pinkyfiend", "Bern_Lee")
+CELEBA_SIZE = (44, 36)  # (H, W) of the images written: CelebA's aligned 218×178, scaled down
 
 
 def write_femnist(folder: str | Path, writers: int = 20, per_writer: tuple[int, int] = (8, 16), seed: int = 0,
@@ -90,6 +106,67 @@ def write_shakespeare(folder: str | Path, roles: int = 10, per_role: tuple[int, 
     return _write_splits(Path(folder), data, hierarchy, rng, files, train_fraction)
 
 
+def write_sent140(folder: str | Path, users: int = 10, per_user: tuple[int, int] = (8, 16), seed: int = 0,
+                  files: int = 2, train_fraction: float = 0.9) -> dict[str, UserData]:
+    """Sent140-like LEAF files under folder/train and folder/test; returns what each split holds, by user."""
+    if not 1 <= users <= len(HANDLES):
+        raise ValueError(f"users={users}: expected 1..{len(HANDLES)}")
+    rng = np.random.default_rng(seed)
+    data: UserData = {}
+    tweet_id = 1467810369  # Sentiment140's ids are numbers of this size
+    for user in HANDLES[:users]:
+        n = int(rng.integers(per_user[0], per_user[1] + 1))
+        labels = rng.integers(2, size=n)
+        rows = []
+        for label in labels:
+            mood = rng.choice(POSITIVE if label else NEGATIVE, size=2)
+            words = [*rng.choice(NEUTRAL, size=int(rng.integers(2, 8))), *mood]
+            text = " ".join(rng.permutation(words)) + str(rng.choice(["!", ".", " :)", "", "..."]))
+            if rng.random() < 0.3:
+                text = f"@{rng.choice(HANDLES)} {text}"
+            if rng.random() < 0.2:
+                text += f" http://twitpic.com/{int(rng.integers(10**5)):x}"
+            tweet_id += int(rng.integers(1, 1000))
+            hour, minute, second = (int(v) for v in rng.integers(0, (24, 60, 60)))
+            date = f"Mon Apr 06 {hour:02d}:{minute:02d}:{second:02d} PDT 2009"
+            rows.append([str(tweet_id), date, "NO_QUERY", user, text])
+        data[user] = {"x": rows, "y": labels.tolist()}
+    return _write_splits(Path(folder), data, None, rng, files, train_fraction)
+
+
+def write_celeba(folder: str | Path, users: int = 8, per_user: tuple[int, int] = (5, 10), seed: int = 0,
+                 files: int = 2, train_fraction: float = 0.9) -> dict[str, UserData]:
+    """CelebA-like LEAF files under folder/train and folder/test, their images in folder/raw/img_align_celeba;
+    returns what each split holds, by user."""
+    from PIL import Image  # only this writer needs it
+
+    rng = np.random.default_rng(seed)
+    images = Path(folder) / IMAGES
+    images.mkdir(parents=True, exist_ok=True)
+    h, w = CELEBA_SIZE
+    rows, cols = np.mgrid[0:h, 0:w]
+    oval = ((rows - h / 2) / (0.42 * h)) ** 2 + ((cols - w / 2) / (0.4 * w)) ** 2 < 1
+    mouth = oval & (rows > 0.66 * h) & (rows < 0.76 * h) & (np.abs(cols - w / 2) < 0.22 * w)
+    data: UserData = {}
+    count = 0
+    for celebrity in sorted(rng.choice(10_000, users, replace=False)):  # LEAF's ids: CelebA's identity numbers
+        tone = rng.integers(80, 200, size=3)
+        n = int(rng.integers(per_user[0], per_user[1] + 1))
+        labels = rng.integers(2, size=n)
+        names = []
+        for label in labels:
+            count += 1
+            pixels = np.where(oval[..., None], tone, rng.integers(0, 256, size=3)).astype(np.int64)
+            if label:
+                pixels[mouth] = 250
+            pixels += rng.integers(-12, 13, size=pixels.shape)
+            name = f"{count:06d}.jpg"
+            Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB").save(images / name, quality=90)
+            names.append(name)
+        data[str(int(celebrity))] = {"x": names, "y": [float(v) for v in labels]}  # LEAF writes 1.0 and 0.0
+    return _write_splits(Path(folder), data, None, rng, files, train_fraction)
+
+
 def write_leaf_file(path: str | Path, user_data: UserData, hierarchies: list[str] | None = None) -> Path:
     """One LEAF JSON file holding user_data, with users and num_samples as LEAF writes them."""
     users = list(user_data)
@@ -128,20 +205,24 @@ def _write_splits(folder: Path, data: UserData, hierarchy: dict[str, str] | None
     return split
 
 
+# each dataset's writer, called as write(folder, users, seed=…), and its default number of users
+WRITERS = {"femnist": (write_femnist, 20), "shakespeare": (write_shakespeare, 10), "sent140": (write_sent140, 10),
+           "celeba": (write_celeba, 8)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edgesync.testing.leaf_files", description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", choices=("femnist", "shakespeare"))
+    parser.add_argument("dataset", choices=tuple(WRITERS))
     parser.add_argument("folder", help="where to write train/ and test/ (e.g. data/femnist/data)")
-    parser.add_argument("--users", type=int, help="writers or roles (default: 20 or 10)")
+    parser.add_argument("--users", type=int, help="writers, roles, Twitter users or celebrities (default: "
+                        f"{', '.join(str(users) for _, users in WRITERS.values())})")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if (Path(args.folder) / "train").exists():
         print(f"{args.folder}/train exists: not writing over it", file=sys.stderr)
         return 1
-    if args.dataset == "femnist":
-        written = write_femnist(args.folder, writers=args.users or 20, seed=args.seed)
-    else:
-        written = write_shakespeare(args.folder, roles=args.users or 10, seed=args.seed)
+    write, users = WRITERS[args.dataset]
+    written = write(args.folder, args.users or users, seed=args.seed)
     counts = {name: sum(len(d["y"]) for d in users.values()) for name, users in written.items()}
     print(f"{args.dataset}: {len(written['train'])} users, {counts['train']} training and {counts['test']} test "
           f"samples in {args.folder} (made up, in LEAF's layout)")

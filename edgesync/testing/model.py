@@ -8,9 +8,9 @@ run builds θ₀ (runtime/bookkeeping/workload.py) and trained as a client train
 - state round trip: its state_dict, and the flat parameter and buffer vectors the runtimes send, loaded into
   a model built with another seed, give the same outputs.
 
-A token model (a built-in one of TOKEN_MODELS: leaf_lstm) takes character indices, not images, so it cannot be
-checked here: check_model says so (rule `builds`) rather than report a broken model; tests/models/
-test_leaf_models.py checks the built-in one on token tensors.
+A token model (a built-in one of TOKEN_MODELS: leaf_lstm, leaf_sent140_lstm) takes token indices, not images, so
+it cannot be checked here: check_model says so (rule `builds`) rather than report a broken model; tests/models/
+test_leaf_models.py and test_leaf_sent140_celeba_models.py check the built-in ones on token tensors.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def check_model(name: str, *, args: dict[str, Any] | None = None) -> None:
     `args` as a scenario's `model:` section gives them (a `package.module:builder` reference, an entry point's
     or a built-in name)."""
     if name in TOKEN_MODELS:
-        raise ContractViolation(BUILDS, f"model {name!r} takes sequences of character indices, and check_model "
+        raise ContractViolation(BUILDS, f"model {name!r} takes sequences of token indices, and check_model "
                                         "checks a model on the tiny task's 1×28×28 images: a token model cannot "
                                         "be checked here")
     sc = _loaded(name, args)

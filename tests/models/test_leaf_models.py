@@ -45,7 +45,7 @@ def test_both_are_built_in_by_name():
     assert {"leaf_cnn", "leaf_lstm"} <= set(MODEL_NAMES)
     assert isinstance(_femnist_cnn(), LeafCNN) and isinstance(_shakespeare_lstm(), LeafStackedLSTM)
     assert FIXED_INPUT_SIDE["leaf_cnn"] == 28 and "leaf_lstm" not in FIXED_INPUT_SIDE
-    assert TOKEN_MODELS == {"leaf_lstm"}
+    assert TOKEN_MODELS == {"leaf_lstm", "leaf_sent140_lstm"}
 
 
 def test_the_lstm_ignores_in_channels():
@@ -160,7 +160,7 @@ def test_a_scenario_refuses_the_lstm_on_images_and_the_cnn_on_tokens(monkeypatch
     from edgesync.data import datasets
     from edgesync.testing import tiny_task
 
-    with pytest.raises(ScenarioError, match="leaf_lstm takes sequences of character indices, but dataset.name "
+    with pytest.raises(ScenarioError, match="leaf_lstm takes sequences of token indices, but dataset.name "
                                             "fashion_mnist holds images"):
         load_scenario(tiny_task.scenario("sim", model={"name": "leaf_lstm"}))
     monkeypatch.setitem(datasets.INPUT_SHAPES, "fashion_mnist", (SEQUENCE,))  # stands in for a token dataset

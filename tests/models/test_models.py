@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgesync.models import MODEL_NAMES, TOKEN_MODELS, build_model
+from edgesync.models import FIXED_INPUT_SIDE, MODEL_NAMES, TOKEN_MODELS, build_model
 
 IMAGE_MODELS = [name for name in MODEL_NAMES if name not in TOKEN_MODELS]  # tokens: tests/models/test_leaf_models.py
 
@@ -31,7 +31,8 @@ def test_forward_shape(name: str) -> None:
     torch.manual_seed(0)
     model = build_model(name, num_classes=10, in_channels=1).eval()
     with torch.no_grad():
-        out = model(torch.randn(2, 1, 28, 28))  # (N, C, H, W)
+        side = FIXED_INPUT_SIDE.get(name, 28)  # LEAF's CelebA CNN: 84×84
+        out = model(torch.randn(2, 1, side, side))  # (N, C, H, W)
     assert out.shape == (2, 10)
     assert torch.isfinite(out).all()
 
@@ -40,7 +41,8 @@ def test_forward_shape(name: str) -> None:
 def test_other_classes_and_channels(name: str) -> None:
     model = build_model(name, num_classes=7, in_channels=3).eval()
     with torch.no_grad():
-        assert model(torch.randn(2, 3, 28, 28)).shape == (2, 7)
+        side = FIXED_INPUT_SIDE.get(name, 28)
+        assert model(torch.randn(2, 3, side, side)).shape == (2, 7)
 
 
 def test_resnet_stem_adapted() -> None:
