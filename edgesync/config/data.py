@@ -106,15 +106,19 @@ class PartitionSpec(Strict):
                                  "to the scenario's")
     preshuffle: bool = Field(True, description="kind flwr: shuffle the training set with the seed before "
                              "partitioning, as flwr-datasets' FederatedDataset does")
+    by: str | None = Field(None, description="kind natural: the natural id: `user` for LEAF's data sets, the "
+                           "id column for `hf` (its dataset.args.natural_id); default the dataset's own")
 
     FLWR_ONLY: ClassVar[tuple[str, ...]] = ("partitioner", "args", "preshuffle")
-    OURS_ONLY: ClassVar[tuple[str, ...]] = ("alpha", "shards_per_client")
+    OURS_ONLY: ClassVar[tuple[str, ...]] = ("alpha", "shards_per_client", "by")
 
     @model_validator(mode="after")
     def _keys_of_the_kind(self) -> "PartitionSpec":
         # by value, not by the keys written: a dumped scenario (every key at its value) loads again
         changed = [k for k in type(self).model_fields if getattr(self, k) != type(self).model_fields[k].get_default(
             call_default_factory=True)]
+        if self.by is not None and self.kind != "natural":
+            raise ValueError(f"partition.by names the natural id of kind natural; kind {self.kind} takes none")
         if self.kind != FLWR_KIND:
             wrong = [k for k in self.FLWR_ONLY if k in changed]
             if wrong:

@@ -28,6 +28,7 @@ from edgesync.config.strict import Strict
 from edgesync.config.tune import TuneSpec
 from edgesync.config.tune_grid import check_tune
 from edgesync.data.datasets import INPUT_SHAPES, TOKEN_INDICES
+from edgesync.data.leaf import FORMATS as LEAF_FORMATS
 from edgesync.emulation.links import Link
 from edgesync.emulation.profiles import DeviceProfile
 from edgesync.models import FIXED_INPUT_SIDE, MODEL_NAMES, TOKEN_MODELS
@@ -132,6 +133,27 @@ class Scenario(Strict):
             return tune  # a tuning run: its entries are the grid's points, kept only for the validation set
         check_tune(tune, entries, info.data.get("stop"), info.data.get("sweep"))
         return tune
+
+    @model_validator(mode="after")
+    def _natural_id(self) -> "Scenario":
+        """`partition.by` names the natural id: LEAF's data sets have one, `user`; an `hf` dataset's is a column,
+        which becomes its dataset.args.natural_id (so every process loads the same groups); others have none."""
+        by = self.partition.by
+        if by is None:
+            return self
+        name = self.dataset.name
+        if name in LEAF_FORMATS:
+            if by != "user":
+                raise ValueError(f"partition.by {by!r}: dataset.name {name} (LEAF) has one natural id, `user`")
+        elif name == "hf":
+            given = self.dataset.args.get("natural_id")
+            if given is not None and given != by:
+                raise ValueError(f"partition.by {by!r} differs from dataset.args.natural_id {given!r}: give one")
+            self.dataset.args["natural_id"] = by
+        else:
+            raise ValueError(f"partition.by {by!r}: dataset.name {name} has no natural ids (LEAF's data sets have "
+                             "users; an hf dataset takes an id column)")
+        return self
 
     @model_validator(mode="after")
     def _validation_needs_tune(self) -> "Scenario":
