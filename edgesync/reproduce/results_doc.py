@@ -118,6 +118,8 @@ def write_shootout(data: dict, key: str, note: str, doc: Path = STRAGGLERS_DOC, 
     if begin not in doc.read_text():
         replace_block(doc, begin, end, "", missing=f"## The shoot-out, measured ({key})")
     folder = folder or DATA_DIR
+    if key != "quick-sim":  # each mode's own plots: the full run's must not replace the quick block's pictures
+        data = {**data, "plot_prefix": f"stragglers-{key.removesuffix('-sim')}"}
     write_block(doc, block, f"_Written by `edgesync reproduce --only shootout` ({note}; {data_note(block)})._", data,
                 folder)
     plot(data, doc.parent / "img")

@@ -169,7 +169,7 @@ def render(data: dict) -> str:
         for split_name, experiment in present:
             lines += mix_table(experiment, f"{name}, {split_name} data") + [""]
         if present:
-            lines += [f"![{name}: time to target against final accuracy](img/stragglers-{mix}.png)", ""]
+            lines += [f"![{name}: time to target against final accuracy](img/{_plot_prefix(data)}-{mix}.png)", ""]
     lines += ["Mean [95% Student-t interval] over the seeds; a time to the target a run did not reach is counted "
               "at its run's end (censored) and against the entry. Each entry is compared with the best practitioner "
               "within each seed, then over the seeds by the one verdict rule: one side when the whole interval is "
@@ -181,7 +181,7 @@ def render(data: dict) -> str:
 
 # ----------------------------------------------------------------------------------------------- the figure
 def plot(data: dict, folder: Path) -> list[Path]:
-    """Per mix, docs/img/stragglers-MIX.png: each entry's mean time to the target (unreached counted at the
+    """Per mix, docs/img/stragglers-MIX.png (full mode: stragglers-full-MIX.png): each entry's mean time to the target (unreached counted at the
     budget, drawn hollow) against its mean final accuracy, with their intervals (clipped to what a time and an
     accuracy can be), one panel per split; colour by group, a marker per entry, one legend."""
     from matplotlib.figure import Figure
@@ -221,8 +221,14 @@ def plot(data: dict, folder: Path) -> list[Path]:
         fig.legend(handles, [f"{e} ({GROUP[e]})" for e in ENTRIES], loc="outside right center", frameon=False,
                    fontsize=8)
         fig.suptitle(f"{name}: mean and 95% interval over the seeds")
-        paths.append(save_figure(fig, folder / f"stragglers-{mix}.png"))
+        paths.append(save_figure(fig, folder / f"{_plot_prefix(data)}-{mix}.png"))
     return paths
+
+
+def _plot_prefix(data: dict) -> str:
+    """The Pareto plots' file names, per mode: the quick run's `stragglers-MIX.png` (its record predates the key),
+    the full run's `stragglers-full-MIX.png`, so neither block's pictures are the other's."""
+    return data.get("plot_prefix", "stragglers")
 
 
 def _clipped(iv, low: float, high: float) -> list[list[float]]:
