@@ -90,3 +90,6 @@ def test_render_and_plot_from_a_record(tmp_path):
     assert "(img/stragglers-x10.png)" in text and "x100" not in text
     paths = shootout.plot(data, tmp_path)
     assert [p.name for p in paths] == ["stragglers-x10.png"] and paths[0].stat().st_size > 10_000
+    full = {**data, "plot_prefix": "stragglers-full"}  # the full mode's record (results_doc.write_shootout)
+    assert "(img/stragglers-full-x10.png)" in shootout.render(full)
+    assert [p.name for p in shootout.plot(full, tmp_path)] == ["stragglers-full-x10.png"]
