@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from edgesync.data.arrays import ArrayDataset, to_tensor
 from edgesync.data.partition import label_histogram
@@ -54,17 +55,19 @@ def client_eval_sets(data: ArrayDataset, splits: list[np.ndarray], test_splits: 
     return ClientEvalSets(LABEL_WEIGHTED, eval_x, eval_y, shares=shares)
 
 
-def correct_per_sample(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> np.ndarray:
-    """Whether the model's top class is each sample's label (bool, one per sample)."""
+def hits_and_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[np.ndarray, float]:
+    """One pass of `model` over (x, y), `batch_size` samples at a time: whether its top class is each sample's label
+    (bool, one per sample) and the summed cross-entropy. The evaluator's accuracy and loss come from it too."""
     model.eval()
     fast = use_channels_last(model, x)
-    hits = []
+    hits, loss = [], 0.0
     with torch.no_grad():
         for i in range(0, len(y), batch_size):
             chunk = x[i:i + batch_size]
             out = model(chunk.contiguous(memory_format=torch.channels_last) if fast else chunk)
+            loss += float(F.cross_entropy(out, y[i:i + batch_size], reduction="sum"))
             hits.append((out.argmax(1) == y[i:i + batch_size]).cpu().numpy())
-    return np.concatenate(hits) if hits else np.zeros(0, dtype=bool)
+    return (np.concatenate(hits) if hits else np.zeros(0, dtype=bool)), loss
 
 
 def client_accuracies(correct: np.ndarray, sets: ClientEvalSets) -> list[float | None]:
@@ -90,7 +93,7 @@ def client_figures(model: torch.nn.Module, params: torch.Tensor, buffers: torch.
     set_params(model, params)
     if buffers.numel():
         set_buffers(model, buffers)
-    accs = client_accuracies(correct_per_sample(model, sets.x, sets.y, batch_size), sets)
+    accs = client_accuracies(hits_and_loss(model, sets.x, sets.y, batch_size)[0], sets)
     return {"client_acc": [None if a is None else round(a, 6) for a in accs], "client_eval": sets.how}
 
 

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.nn import functional as F
 
 from edgesync.models import build_model
 from edgesync.params import set_buffers, set_params
-from edgesync.runtime.bookkeeping.client_eval import ClientEvalSets, client_figures
-from edgesync.trainer import use_channels_last
+from edgesync.runtime.bookkeeping.client_eval import ClientEvalSets, client_figures, hits_and_loss
 
 
 @dataclass
@@ -35,16 +33,8 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch_siz
     """(accuracy, mean cross-entropy) of `model` on (x, y), `batch_size` samples at a time. `x` is float images
     (N, C, H, W) or int64 token indices (N, L); accuracy is the share of samples whose largest logit is their
     label, which for a next-character model is LEAF's next-character accuracy."""
-    model.eval()
-    fast = use_channels_last(model, x)
-    correct, loss = 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(y), batch_size):
-            chunk = x[i:i + batch_size]
-            out = model(chunk.contiguous(memory_format=torch.channels_last) if fast else chunk)
-            loss += float(F.cross_entropy(out, y[i:i + batch_size], reduction="sum"))
-            correct += int((out.argmax(1) == y[i:i + batch_size]).sum())
-    return correct / len(y), loss / len(y)
+    hits, loss = hits_and_loss(model, x, y, batch_size)
+    return int(hits.sum()) / len(y), loss / len(y)
 
 
 def evaluate_state(model: torch.nn.Module, params: torch.Tensor, buffers: torch.Tensor, x: torch.Tensor,
