@@ -58,6 +58,8 @@ RENDERERS = {
     "baselines": "edgesync/reproduce/baselines.py:render",
     "stragglers": "edgesync/reproduce/shootout.py:render",
     "suite_time": "scripts/suite_time.py:render",
+    "peers": "benchmarks/peers/report.py:render",
+    "coordinator_floor": "benchmarks/coordinator_floor.py:render",
 }
 
 

@@ -83,9 +83,11 @@ class CostSamples:
 
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {kind: [] for kind in CLASSES}
+        self.sizes: dict[str, list[int]] = {kind: [] for kind in CLASSES}  # bytes of the message each handled
 
-    def add(self, kind: str, seconds: float) -> None:
+    def add(self, kind: str, seconds: float, nbytes: int = 0) -> None:
         self.times[kind].append(seconds)
+        self.sizes[kind].append(nbytes)
 
     def count(self, kind: str) -> int:
         return len(self.times[kind])
@@ -127,20 +129,22 @@ class CoordinatorWork:
         t2 = time.perf_counter()
         applied = self.server.updates > before
         if self.samples is not None:
-            self.samples.add("decode_update", t1 - t0)
-            self.samples.add("apply" if applied else "collect", t2 - t1)
+            size = frames_bytes(frames)
+            self.samples.add("decode_update", t1 - t0, size)
+            self.samples.add("apply" if applied else "collect", t2 - t1, size)
         return TimedUpdate(sends, applied, t2 - t0, self.encode(sends))
 
     def encode(self, sends: list[Send]) -> list[float]:
         """Encode each instruction as the coordinator sends it; the seconds each took."""
-        times = []
+        times, sizes = [], []
         for send in sends:
             t0 = time.perf_counter()
-            protocol.train(send.instruction.meta, send.instruction.tensors).to_frames()
+            frames = protocol.train(send.instruction.meta, send.instruction.tensors).to_frames()
             times.append(time.perf_counter() - t0)
+            sizes.append(frames_bytes(frames))
         if self.samples is not None:
-            for t in times:
-                self.samples.add("encode_send", t)
+            for t, size in zip(times, sizes):
+                self.samples.add("encode_send", t, size)
         return times
 
     def query(self, rank: int, meta: dict[str, Any]) -> tuple[dict[str, Any] | None, float]:
@@ -154,6 +158,11 @@ class CoordinatorWork:
         if self.samples is not None:
             self.samples.add("query", seconds)
         return reply, seconds
+
+
+def frames_bytes(frames: list) -> int:
+    """The bytes of a message's frames (bytes, memoryviews or zmq frames)."""
+    return sum(memoryview(f).nbytes for f in frames)
 
 
 def cost_key(config: AlgorithmConfig, model: str, initial: ModelState, clients: int) -> str:
