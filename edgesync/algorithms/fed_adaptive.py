@@ -62,19 +62,22 @@ class FedAdagradConfig(FedOptConfig):
     name: Literal["fedadagrad"] = "fedadagrad"  # type: ignore[assignment]
 
 
-def _adagrad(v: torch.Tensor, d2: torch.Tensor, config) -> torch.Tensor:
-    return v + d2
+# Each rule takes v and Δ and returns a new tensor (v itself may already be handed to a runtime), in as few
+# passes over the model as torch's fused ops allow: the coordinator's time per round (benchmarks/coordinator_floor.py).
+def _adagrad(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
+    return torch.addcmul(v, delta, delta)
 
 
-def _yogi(v: torch.Tensor, d2: torch.Tensor, config) -> torch.Tensor:
-    return v - (1 - config.beta2) * d2 * torch.sign(v - d2)
+def _yogi(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
+    d2 = delta * delta
+    return torch.addcmul(v, d2, torch.sign(v - d2), value=-(1 - config.beta2))
 
 
-def _adam(v: torch.Tensor, d2: torch.Tensor, config) -> torch.Tensor:
-    return config.beta2 * v + (1 - config.beta2) * d2
+def _adam(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
+    return torch.mul(v, config.beta2).addcmul_(delta, delta, value=1 - config.beta2)
 
 
-# The one difference between the three: v's update from (v, Δ², config), by the config's name.
+# The one difference between the three: v's update from (v, Δ, config), by the config's name.
 SECOND_MOMENT: dict[str, Callable[[torch.Tensor, torch.Tensor, FedOptConfig], torch.Tensor]] = {
     "fedadagrad": _adagrad, "fedyogi": _yogi, "fedadam": _adam,
 }
@@ -94,10 +97,12 @@ class FedOptServer(DeltaServer):
     def apply(self, mean: torch.Tensor) -> None:
         cfg = self.config
         self.t += 1
-        # out of place throughout: m, v and x may be tensors already handed to a runtime
-        self.m = cfg.beta1 * self.m + (1 - cfg.beta1) * mean
-        self.v = SECOND_MOMENT[cfg.name](self.v, mean * mean, cfg)
-        self.params = self.params + (cfg.global_lr * self.bias_scale()) * self.m / (self.v.sqrt() + cfg.tau)
+        # new tensors throughout (m, v and x may be tensors already handed to a runtime), each made in one
+        # fused pass where torch has the op, then changed in place
+        self.m = torch.mul(self.m, cfg.beta1).add_(mean, alpha=1 - cfg.beta1)
+        self.v = SECOND_MOMENT[cfg.name](self.v, mean, cfg)
+        self.params = torch.addcdiv(self.params, self.m, self.v.sqrt().add_(cfg.tau),
+                                    value=cfg.global_lr * self.bias_scale())
 
     def bias_scale(self) -> float:
         """√(1 − β2^t)/(1 − β1^t) under `bias_correction` (FedAdam), else 1."""

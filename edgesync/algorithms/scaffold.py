@@ -57,6 +57,7 @@ from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, local_epochs_
 from edgesync.algorithms.machinery.base import (AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update,
                                                 UpdateFormat)
 from edgesync.algorithms.machinery.participation import ParticipationConfig
+from edgesync.params import all_finite
 
 
 class ScaffoldConfig(ParticipationConfig):
@@ -164,7 +165,7 @@ class ScaffoldClient(ClientAlgorithm):
         delta_c = new - c_i
         update.tensors["delta"] = pack(delta_y, delta_c)
         update.meta["control_round"] = self.control_round
-        if not (bool(torch.isfinite(delta_y).all()) and bool(torch.isfinite(delta_c).all())):
+        if not (all_finite(delta_y) and all_finite(delta_c)):
             update.meta["nonfinite"] = True  # said in the metadata, so every shard of a sharded server hears it
         if full_steps:
             update.meta["full_pass_steps"] = full_steps
@@ -215,8 +216,7 @@ class ScaffoldServer(DeltaServer):
 
     def on_update(self, client: int, update: Update) -> list[Send]:
         delta_y, delta_c = unpack(update.tensors["delta"], self.params.numel())
-        finite = (not update.meta.get("nonfinite") and bool(torch.isfinite(delta_y).all())
-                  and bool(torch.isfinite(delta_c).all()))
+        finite = not update.meta.get("nonfinite") and all_finite(delta_y) and all_finite(delta_c)
         tensors = {"delta": delta_y if finite else torch.zeros_like(delta_y), "control": delta_c}
         if finite and "buffers" in update.tensors:
             tensors["buffers"] = update.tensors["buffers"]

@@ -124,7 +124,7 @@ class SHATServer(AsyncServer):
         g = update.tensors["grad"]
         c, n = self.updates - self.previous[client], len(self.clients)
         alpha = self.alpha(c, n)
-        self.params = self.params - lr * g
+        self.params = torch.add(self.params, g, alpha=-lr)  # as ASGD, to the bit (α = 1 reproduces it)
         self.previous[client] = self.updates + 1
         self.owed[client] = (c, alpha)
         stepped = self.local[client] - self.lr_sent.get(client, lr) * g  # the client's own step

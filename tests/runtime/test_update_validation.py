@@ -66,6 +66,16 @@ def test_good_updates_pass():
     check_for("easgd").check({"params": torch.ones(P)})
 
 
+def test_the_finite_check_sums_once_and_is_exact_where_the_sum_is_not_finite():
+    """The check's fast path is one sum; finite values whose sum overflows still pass (the exact test decides),
+    and +Inf beside −Inf (a NaN sum) is still refused."""
+    check_for("asgd").check({"grad": torch.full((P,), 3e38)})  # Σ = inf, every value finite
+    with pytest.raises(UpdateRefused, match="2 of 10 values"):
+        check_for("asgd").check({"grad": with_value(with_value(torch.ones(P), 0, float("inf")), 1, float("-inf"))})
+    with pytest.raises(UpdateRefused, match="1 of 10 values"):
+        check_for("asgd").check({"grad": with_value(torch.full((P,), -3e38), 4, float("nan"))})
+
+
 def sparse(idx, val, idx_dtype=torch.int32, val_dtype=torch.float32) -> dict[str, torch.Tensor]:
     return {"delta.idx": torch.tensor(idx, dtype=idx_dtype), "delta.val": torch.tensor(val, dtype=val_dtype)}
 

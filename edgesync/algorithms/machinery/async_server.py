@@ -49,7 +49,7 @@ class AsyncServer(ServerAlgorithm):
 
     # -- hooks -----------------------------------------------------------------------------------
     def apply(self, client: int, update: Update, lr: float) -> dict[str, Any]:
-        self.params = self.params - lr * update.tensors["grad"]
+        self.params = torch.add(self.params, update.tensors["grad"], alpha=-lr)  # one pass: θ − η·g
         return {}
 
     def outgoing(self, client: int) -> torch.Tensor:

@@ -2,11 +2,12 @@
 
 It loads the model it is sent, computes one mini-batch gradient and returns it, with the model's
 BatchNorm statistics after that forward pass. The instruction's `version` is echoed back so the
-server half can measure staleness.
+server half can measure staleness, and the gradient's RMS is reported, the gap's normaliser.
 """
 from __future__ import annotations
 
 from edgesync.algorithms.machinery.base import ClientAlgorithm, Instruction, Update
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 
 
 class GradientClient(ClientAlgorithm):
@@ -20,8 +21,10 @@ class GradientClient(ClientAlgorithm):
         buffers = trainer.get_buffers()
         if buffers.numel():
             tensors["buffers"] = buffers
+        # the RMS of g, the gap's normaliser (staleness.py), measured here where g is still in the cache: one
+        # pass less for the coordinator, whose time a busy fleet waits on
         meta = {"loss": loss, "steps": 1, "samples": trainer.batch_samples, "data_size": trainer.num_samples,
-                "version": instruction.meta.get("version", 0)}
+                "version": instruction.meta.get("version", 0), GRAD_RMS: rms(g)}
         return Update(tensors=tensors, meta=meta)
 
 

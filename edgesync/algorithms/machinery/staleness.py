@@ -38,6 +38,8 @@ def rms(x: torch.Tensor) -> float:
 
 
 def gap(theta_apply: torch.Tensor, theta_computed: torch.Tensor) -> float:
+    if theta_apply is theta_computed:  # nothing applied since it was sent: no pass over the model needed
+        return 0.0
     return rms(theta_apply - theta_computed)
 
 

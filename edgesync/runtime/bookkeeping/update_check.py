@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from edgesync.algorithms.machinery.base import ModelState, ServerAlgorithm
+from edgesync.params import all_finite
 
 MODEL_FIELDS = ("grad", "delta", "params")  # what an update's main tensor may be called
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -115,7 +116,7 @@ class UpdateCheck:
             raise UpdateRefused(f"sparse {name!r}: {idx.numel()} entries, expected at most {self.params} "
                                 "(the model's parameters)")
         if idx.numel():
-            low, high = int(idx.min()), int(idx.max())
+            low, high = (int(v) for v in torch.aminmax(idx))  # one pass, not two
             if low < 0 or high >= self.params:
                 raise UpdateRefused(f"tensor {idx_key!r}: indices from {low} to {high}, "
                                     f"expected [0, {self.params}) (the model's parameters)")
@@ -123,7 +124,7 @@ class UpdateCheck:
 
 
 def _finite(name: str, t: torch.Tensor) -> None:
-    if not bool(torch.isfinite(t).all()):
+    if not all_finite(t):  # one pass in the common case (params.py)
         bad = int((~torch.isfinite(t)).sum())
         raise UpdateRefused(f"tensor {name!r}: {bad} of {t.numel()} values are NaN or Inf; "
                             "refused, the global model is unchanged", nonfinite=True)
