@@ -9,8 +9,10 @@ after `rounds` global updates (`stop.max_updates`). The virtual clock runs at a 
 each test at every 0.5 virtual seconds: each test sees exactly five more rounds, as the other systems' tests do.
 The partition is EdgeSync's own Dirichlet(0.5) with the spec's seed: the very lists in the spec's partition file
 (the harness checks the run folder's partition.json against them).
-W3/W4: FedBuff (`fedbuff`) with `concurrency` clients training at once and a buffer of `buffer` updates, one
-device in every `slow_every` at ×`slow_factor`; W4 adds each client's availability (online/offline phases).
+W3/W4: FedBuff (`fedbuff`) with `concurrency` clients training at once and a buffer of `buffer` updates, the
+last device of every `slow_every` (ids 9, 19, …) at ×`slow_factor`, at the spec's base step; ended after
+`rounds` flushes, tested every 0.5 virtual s. W4 adds each client's availability as a trace: client c is online
+while (t + c·P/N) mod P < online_s, P = online_s + offline_s, N clients (the phases staggered by client).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import spec_io as common  # noqa: E402  (torch-free: this process only starts `edgesync run`)
 
 BASE_STEP_S = 0.0199  # a round of 5 steps ends at 0.0995 s · r, just before each test at 0.5 s · k
 
@@ -41,12 +43,41 @@ def scenario(spec: dict, backend: str) -> dict:
         sc["stop"] = {"time_budget_s": round(round_s * spec["rounds"] * 10, 3), "target_acc": spec["target_acc"],
                       "max_updates": spec["rounds"]}
     else:
-        raise SystemExit(f"run_edgesync.py: workload {spec['workload']} ({spec['mode']}) is not written yet")
+        slow = [c % spec["slow_every"] == spec["slow_every"] - 1 for c in range(spec["clients"])]
+        sc["clients"] = [{"profile": f"x{spec['slow_factor']}" if s else "x1"} for s in slow]
+        if spec.get("churn"):
+            for c, client in enumerate(sc["clients"]):
+                client["availability"] = {"kind": "trace", "online": online_intervals(spec, c, HORIZON_S)}
+        sc["algorithms"] = [{"name": "fedbuff", **common_entry, "local_steps": spec["local_steps"],
+                             "buffer_size": spec["buffer"], "concurrency": spec["concurrency"]}]
+        sc["sim"]["base_step_s"] = spec["base_step_s"]
+        sc["eval"]["every_s"] = 0.5
+        sc["stop"] = {"time_budget_s": HORIZON_S, "target_acc": spec["target_acc"], "max_updates": spec["rounds"]}
     return sc
 
 
+HORIZON_S = 120.0  # virtual seconds: far past any W3/W4 run's end (its `rounds` flushes)
+
+
+def online_intervals(spec: dict, client: int, horizon: float) -> list[list[float]]:
+    """W4's staggered phases as a trace: [start, end] intervals within [0, horizon]."""
+    on, period = spec["churn"]["online_s"], spec["churn"]["online_s"] + spec["churn"]["offline_s"]
+    offset = client * period / spec["clients"]
+    out, k = [], 0
+    while k * period - offset < horizon:
+        start, end = max(0.0, k * period - offset), min(horizon, k * period - offset + on)
+        if end > start:
+            out.append([round(start, 6), round(end, 6)])
+        k += 1
+    return out
+
+
 def curve(run: Path, spec: dict) -> list[dict]:
-    """One point per eval round: the metrics.jsonl record whose update count is that round."""
+    """One point per eval round: the metrics.jsonl record whose update count is that round (asynchronous
+    workloads: every test, its `round` the flushes by then)."""
+    if spec["mode"] != "sync":
+        return [{"round": rec["updates"], "acc": rec["test_acc"], "loss": rec["test_loss"], "sim_time_s": rec["time_s"]}
+                for rec in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "test_acc" in rec]
     wanted = common.eval_rounds(spec)
     points = {}
     for line in (run / "metrics.jsonl").read_text().splitlines():

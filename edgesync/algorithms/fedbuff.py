@@ -27,6 +27,11 @@ Choices fixed here:
   weights do, and with B = 1 they are the latest, the asynchronous rule.
 - A client lost with contributions in the buffer: they stay (they were computed on a model the server
   sent); a client that comes back gets the current model at once, as in ASGD.
+- **Concurrency** (`concurrency`, the paper's C; off by default: every client trains at once): at most C
+  clients train at a time. The server starts C clients drawn uniformly; each contribution frees its slot and
+  the next trainer is drawn uniformly among the clients not training (the contributor among them), as FedBuff's
+  server samples and as FLGo and Plato run it. A lost trainer's slot goes to a draw among the others; a client
+  that comes back waits to be drawn. The draws are a pure function of the run's seed and their count.
 - Defaults: B = 10 (the paper's K), η_g = 1, weighting on, K = 10 local steps (local_sgd's H).
   With B = 1, η_g = 1, no weighting and K = 1 every contribution is −η·g and FedBuff is ASGD.
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import numpy as np
 import torch
 from pydantic import Field
 
@@ -52,6 +58,11 @@ class FedBuffConfig(AlgorithmConfig):
     staleness_weighting: bool = Field(True, description="weight each Δ by 1/√(1 + t − τ) in the buffer")
     local_steps: int = Field(10, ge=1, description="K, local SGD steps per pull")
     momentum: float = Field(0.0, ge=0, lt=1, description="local heavy-ball momentum, restarted every pull")
+    concurrency: int | None = Field(None, ge=1, description="C, the most clients training at once, each next one "
+                                    "drawn uniformly among those not training; null: every client at once")
+
+
+DRAW_SALT = 0xB0FF  # keeps FedBuff's draws apart from the run's other seeded streams
 
 
 class FedBuffClient(LocalStepsClient):
@@ -69,6 +80,8 @@ class FedBuffServer(AsyncServer):
         self.statistics_sum: torch.Tensor | None = None  # Σ w·(BatchNorm statistics) of the same
         self.statistics_weight = 0.0
         self.contributions = 0
+        self.training: list[int] = []  # under `concurrency`: the clients training now
+        self.draws = 0  # under `concurrency`: trainers drawn so far (the draws' seed)
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         return model_instruction(theta, self.buffers, self.updates, lr=self.lr)
@@ -96,6 +109,46 @@ class FedBuffServer(AsyncServer):
             self.flush()
         self.lr = self.warmup.lr()
         return self.after_update(client)
+
+    # -- concurrency: at most C clients training ---------------------------------------------------
+    def start(self) -> list[Send]:
+        if self.config.concurrency is None:
+            return super().start()
+        return [self.reply(c) for c in self._draw(min(self.config.concurrency, len(self.clients)))]
+
+    def after_update(self, client: int) -> list[Send]:
+        if self.config.concurrency is None:
+            return super().after_update(client)
+        if client in self.training:
+            self.training.remove(client)
+        return [self.reply(c) for c in self._draw(self.config.concurrency - len(self.training))]
+
+    def on_client_lost(self, client: int) -> list[Send]:
+        sends = super().on_client_lost(client)
+        if self.config.concurrency is None or client not in self.training:
+            return sends
+        self.training.remove(client)
+        return sends + [self.reply(c) for c in self._draw(1)]
+
+    def on_client_joined(self, client: int) -> list[Send]:
+        if self.config.concurrency is None:
+            return super().on_client_joined(client)
+        if client not in self.clients:
+            self.clients.append(client)
+            self.clients.sort()
+        return [self.reply(c) for c in self._draw(self.config.concurrency - len(self.training))]
+
+    def _draw(self, k: int) -> list[int]:
+        """Up to k trainers drawn uniformly, without replacement, among the clients not training."""
+        idle = [c for c in self.clients if c not in self.training]
+        k = min(k, len(idle))
+        if k <= 0:
+            return []
+        rng = np.random.default_rng([self.population.seed, self.draws, DRAW_SALT])
+        self.draws += 1
+        chosen = sorted(int(idle[i]) for i in rng.choice(len(idle), size=k, replace=False))
+        self.training.extend(chosen)
+        return chosen
 
     def flush(self) -> None:
         """x ← x + η_g·(buffer / B); the statistics' weighted mean; a new version; an empty buffer."""

@@ -160,3 +160,42 @@ def test_a_restored_server_goes_on_with_its_half_full_buffer(model_state):
     restored.on_update(0, _contribution([0.0], version=0))
     # Assert: x = (3 + 6 + 0)/3
     assert restored.updates == 1 and restored.global_params().item() == 3.0
+
+
+def test_concurrency_keeps_c_clients_training_and_draws_the_next_among_the_rest(model_state):
+    # Prepare: C = 2 of 5 clients, B = 2
+    server = FedBuffServer(FedBuffConfig(buffer_size=2, concurrency=2), model_state([0.0]), [0, 1, 2, 3, 4])
+    started = [s.client for s in server.start()]
+    assert len(started) == 2 and sorted(server.training) == sorted(started)
+    seen = set(started)
+    for _ in range(30):
+        # Execute: the first trainer contributes; one trainer is drawn among the three idle and itself
+        contributor = server.training[0]
+        (send,) = server.on_update(contributor, _contribution([1.0], version=server.updates))
+        # Assert: always C trainers, each at most once
+        assert len(server.training) == 2 and len(set(server.training)) == 2 and send.client in server.training
+        seen.add(send.client)
+    assert seen == {0, 1, 2, 3, 4}  # the draw reaches every client
+    assert server.updates == 15  # 30 contributions, B = 2
+
+
+def test_concurrency_draws_are_a_function_of_the_seed_and_refill_a_lost_trainers_slot(model_state):
+    def run():
+        server = FedBuffServer(FedBuffConfig(concurrency=3), model_state([0.0]), list(range(10)))
+        order = [s.client for s in server.start()]
+        for _ in range(10):
+            order += [s.client for s in server.on_update(server.training[0], _contribution([0.0], version=0))]
+        return server, order
+
+    first, order = run()
+    assert run()[1] == order  # the same seed draws the same trainers
+    lost = first.training[1]
+    (replacement,) = first.on_client_lost(lost)
+    assert lost not in first.training and replacement.client in first.training and len(first.training) == 3
+    assert first.on_client_joined(lost) == []  # back, but every slot is taken: it waits to be drawn
+    assert lost in first.clients
+
+
+def test_without_concurrency_every_client_trains_at_once(model_state):
+    server = FedBuffServer(FedBuffConfig(), model_state([0.0]), [0, 1, 2])
+    assert [s.client for s in server.start()] == [0, 1, 2] and server.training == []
