@@ -25,6 +25,11 @@ Method (fixed before the first result was seen):
   "× floor" is the median cost ÷ the floor, its interval over the repeats.
 (The first version of this benchmark, whose table docs/benchmarks.md keeps under the new one, had only the floor
 in cache.)
+- Clients served before the coordinator saturates, at a base step of BASE_STEP_S (a stated figure, not this
+  machine's): an asynchronous algorithm answers every update, so with N clients each sending one per step it is
+  busy N·(decode + apply + encode) per step, and saturates at N = step ÷ that; a synchronous one handles, per
+  round of one step, N decodes, collects and encodes and one apply: N = (step − apply) ÷ (decode + collect +
+  encode). The same from the costs of the table this run replaces ("before"), where the page has one.
 `--write-docs` writes the table into docs/benchmarks.md (`coordinator_floor`) and every calibration's figures
 into docs/data/coordinator_floor.json.
 """
@@ -66,6 +71,7 @@ VECTORS = {
     "scaffold": 9,      # + c read and written, the float64 ΣΔc read
 }
 COLLECT_VECTORS = 4
+BASE_STEP_S = 0.02  # the ×1 device's step the saturation figures assume
 
 
 EVICT_BYTES = 64 << 20  # written between cold copies: more than any last-level cache of a lab machine
@@ -142,6 +148,10 @@ def floors(name: str, parts: dict, vector_bytes: int, copy) -> dict:
 
 
 def render(data: dict) -> str:
+    return render_parts(data) + "\n\n" + render_served(data)
+
+
+def render_parts(data: dict) -> str:
     from edgesync.metrics.seeds import interval
 
     lines = ["| algorithm | part | bytes | cost, µs | floor from memory, µs | × floor | within 3× | floor in cache, µs "
@@ -160,6 +170,46 @@ def render(data: dict) -> str:
             lines.append(f"| {name} | {part} | {rs[0]['parts'][part]['bytes']:,} | {1e6 * cost:,.0f} | "
                          f"{1e6 * floor['memory']:,.0f} | {_ratio(iv)} | {verdict} | {1e6 * floor['cache']:,.0f} "
                          f"| {_ratio(hot)} |")
+    return "\n".join(lines)
+
+
+def served(costs: dict[str, float]) -> int | None:
+    """Clients one coordinator serves before it saturates at BASE_STEP_S, from one algorithm's costs (seconds
+    per part; `collect` present for a synchronous algorithm)."""
+    if "collect" in costs:
+        per_client = costs.get("decode_update", 0) + costs["collect"] + costs.get("encode_send", 0)
+        return int((BASE_STEP_S - costs.get("apply", 0)) / per_client) if per_client else None
+    per_update = costs.get("decode_update", 0) + costs.get("apply", 0) + costs.get("encode_send", 0)
+    return int(BASE_STEP_S / per_update) if per_update else None
+
+
+def earlier_costs(doc: Path) -> dict[str, dict[str, float]]:
+    """Each algorithm's mean cost per part (seconds) in the table `doc`'s block holds now (before a re-run)."""
+    text = doc.read_text()
+    begin, end = f"<!-- {BLOCK}:begin -->", f"<!-- {BLOCK}:end -->"
+    if begin not in text:
+        return {}
+    body = text.split(begin, 1)[1].split(end, 1)[0].split("\n\nBefore this run", 1)[0]
+    out: dict[str, dict[str, float]] = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and cells[1] in PARTS:
+            try:
+                out.setdefault(cells[0], {})[cells[1]] = float(cells[3].replace(",", "")) * 1e-6
+            except ValueError:
+                continue
+    return out
+
+
+def render_served(data: dict) -> str:
+    """Clients served before saturation per algorithm, now and before."""
+    lines = [f"| algorithm | clients served at a {1e3 * BASE_STEP_S:g} ms step, before | now |", "|---|---:|---:|"]
+    for name, runs in data["algorithms"].items():
+        now = {p: statistics.fmean(r["parts"][p]["s"] for r in runs if p in r["parts"])
+               for p in PARTS if any(p in r["parts"] for r in runs)}
+        before = data.get("before", {}).get(name)
+        cell = lambda costs: "–" if not costs or served(costs) is None else f"{served(costs):,}"  # noqa: E731
+        lines.append(f"| {name} | {cell(before)} | {cell(now)} |")
     return "\n".join(lines)
 
 
@@ -194,7 +244,8 @@ def main() -> None:
             results[config.name].append({"parts": parts, "floors": floors(config.name, parts, vector_bytes, copy)})
             print(f"[{rep + 1}/{args.repeats} {time.time() - t0:.0f} s] {config.name}: " + ", ".join(
                 f"{p} {1e6 * m['s']:.0f} µs" for p, m in parts.items()), file=sys.stderr, flush=True)
-    data = {"params": sim.initial.params.numel(), "repeats": args.repeats, "algorithms": results}
+    data = {"params": sim.initial.params.numel(), "repeats": args.repeats, "algorithms": results,
+            "before": earlier_costs(ROOT / "docs" / "benchmarks.md")}
     print(render(data))
     if args.write_docs:
         from edgesync.docs_data import data_note, ran_on, write_block
