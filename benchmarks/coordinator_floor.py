@@ -55,7 +55,7 @@ TARGET = 3.0
 # read and written: 4), `apply` is the round's aggregation (the sum read: 2, the mean written: 1, θ read and
 # written: 2).
 VECTORS = {
-    "asgd": 3, "ssp": 3, "dana_slim": 3, "shat": 3, "shat_root": 3, "ensemble": 3, "gd_async": 3,
+    "asgd": 3, "ssp": 3, "dana_slim": 3, "shat": 3, "shat_root": 3, "ensemble": 3,
     "nag_asgd": 5,      # + v read and written
     "multi_asgd": 5,    # + v_i read and written
     "dc_asgd": 5,       # + v_i; θ_i^sent is θ_computed
@@ -64,7 +64,9 @@ VECTORS = {
     "easgd": 2,         # θ̃ ← θ̃ + δ
     "fedasync": 3,      # θ ← (1−α)θ + αθ_client, + θ_computed
     "fedbuff": 3,       # θ and the buffer read, θ written (the buffer's reset is free)
-    "dgs": 2, "dgc_async": 2,  # θ read and written where the sparse update touches it: a dense bound
+    # the DGS family's master (dgs.DGSServer, Alg. 2): M and v_k read and written, θ = θ₀ + M written, θ₀ read,
+    # and a top-k selection of M − v_k for the reply, which no copy floors
+    "dgs": 6, "dgc_async": 6, "gd_async": 6,
     "ssgd": 5, "local_sgd": 5, "esync": 5, "esync_budget": 5, "fedprox": 5, "fednova": 5,
     "fedavgm": 7,       # + the server momentum read and written
     "fedadam": 9, "fedyogi": 9, "fedadagrad": 9,  # + m and v read and written

@@ -48,6 +48,8 @@ WRITERS = {
     "slots_live": "benchmarks/slots_live.py --write-docs",
     "churn_live": "benchmarks/churn_live.py --write-docs",
     "suite_time": "scripts/suite_time.py --write-docs (--fast: make test-fast's)",
+    "peers": "benchmarks/peers/harness.py --write-docs",
+    "coordinator_floor": "benchmarks/coordinator_floor.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

@@ -212,11 +212,19 @@ def plot(data: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def block_of(data: dict) -> str:
+    """The page's block for these workloads: `peers:sync` (W1, W2), `peers:async` (W3, W4), else `peers:all`."""
+    modes = {w["mode"] for w in data["workloads"].values()}
+    return f"{BLOCK}:{modes.pop()}" if len(modes) == 1 else f"{BLOCK}:all"
+
+
 def write_docs(data: dict, argv: str) -> None:
     from edgesync.docs_data import data_note, write_block
 
+    block = block_of(data)
+    name = block.replace(":", "-")
     minutes = sum(r.get("wall_s", 0) for r in data["runs"]) / 60
-    note = (f"_Written by `benchmarks/peers/harness.py {argv}`, {minutes:.0f} min of runs; {data_note(BLOCK)}; "
-            "the chart: docs/img/peers.png._")
-    write_block(ROOT / "docs" / "peers.md", BLOCK, note, data)
-    plot(data, ROOT / "docs" / "img" / "peers.png")
+    note = (f"_Written by `benchmarks/peers/harness.py {argv}`, {minutes:.0f} min of runs; {data_note(block)}; "
+            f"the chart: docs/img/{name}.png._")
+    write_block(ROOT / "docs" / "peers.md", block, note, data)
+    plot(data, ROOT / "docs" / "img" / f"{name}.png")
