@@ -1,7 +1,7 @@
 """The peer harness (issue 38): every system on the same workloads, side by side on this machine, and
 docs/peers.md written from what they measured.
 
-    .venv/bin/python benchmarks/peers/harness.py [--workloads W1,W2] [--seeds 0,1,2] [--systems a,b] [--write-docs]
+    .venv/bin/python benchmarks/peers/harness.py [--workloads W1,W2,W3,W4] [--seeds 0,1,2] [--systems a,b] [--write-docs]
 
 For each seed, each workload, each system (the systems' order rotates with the seed, so that a drift of the
 machine's speed does not always fall on the same one): the runner (`run_NAME.py`, in the system's own
@@ -9,7 +9,8 @@ environment) trains the workload and writes its curve; the harness times the who
 (imports and set-up included: what a user waits for) and samples the resident memory of the process and all its
 children (Ray's workers too) every 50 ms, keeping the peak. A seed is a repeat: each has its own Dirichlet
 partition, the same for every system. Every run's result, log and measurements go to `--out` (runs/peers/);
-`--write-docs` writes docs/peers.md's blocks and keeps the per-run figures in docs/data/peers.json.
+`--write-docs` writes docs/peers.md's blocks (one for the synchronous workloads, one for the asynchronous) and
+keeps their per-run figures in docs/data/peers-sync.json and peers-async.json.
 A runner that fails is recorded with the end of its log, and its row says so.
 """
 from __future__ import annotations
@@ -94,7 +95,7 @@ def run_one(system, workload: str, seed: int, out: Path, timeout_s: float) -> di
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workloads", default="W1,W2")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "peers")

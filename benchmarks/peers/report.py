@@ -212,19 +212,23 @@ def plot(data: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def block_of(data: dict) -> str:
-    """The page's block for these workloads: `peers:sync` (W1, W2), `peers:async` (W3, W4), else `peers:all`."""
-    modes = {w["mode"] for w in data["workloads"].values()}
-    return f"{BLOCK}:{modes.pop()}" if len(modes) == 1 else f"{BLOCK}:all"
+def by_mode(data: dict) -> dict[str, dict]:
+    """The record split by the workloads' mode: the page has a block for the synchronous workloads (W1, W2,
+    `peers:sync`) and one for the asynchronous ones (W3, W4, `peers:async`)."""
+    out = {}
+    for mode in sorted({w["mode"] for w in data["workloads"].values()}):
+        wls = {name: w for name, w in data["workloads"].items() if w["mode"] == mode}
+        out[mode] = {**data, "workloads": wls, "runs": [r for r in data["runs"] if r["workload"] in wls]}
+    return out
 
 
 def write_docs(data: dict, argv: str) -> None:
     from edgesync.docs_data import data_note, write_block
 
-    block = block_of(data)
-    name = block.replace(":", "-")
-    minutes = sum(r.get("wall_s", 0) for r in data["runs"]) / 60
-    note = (f"_Written by `benchmarks/peers/harness.py {argv}`, {minutes:.0f} min of runs; {data_note(block)}; "
-            f"the chart: docs/img/{name}.png._")
-    write_block(ROOT / "docs" / "peers.md", block, note, data)
-    plot(data, ROOT / "docs" / "img" / f"{name}.png")
+    for mode, part in by_mode(data).items():
+        block, name = f"{BLOCK}:{mode}", f"{BLOCK}-{mode}"
+        minutes = sum(r.get("wall_s", 0) for r in part["runs"]) / 60
+        note = (f"_Written by `benchmarks/peers/harness.py {argv}`, {minutes:.0f} min of runs; {data_note(block)}; "
+                f"the chart: docs/img/{name}.png._")
+        write_block(ROOT / "docs" / "peers.md", block, note, part)
+        plot(part, ROOT / "docs" / "img" / f"{name}.png")
