@@ -2,7 +2,9 @@
 system must do: per sampled client, load the round's weights, run `local_steps` mini-batch SGD steps on its
 shard, add its weights × samples to the sum; then the weighted mean; and the same tests of the global model.
 No simulator, no messages, no records: no system running the same steps can be faster. Synchronous workloads
-only (W1, W2). Channels-last layout, the fastest plain layout for this CNN on CPU (EdgeSync's trainer uses it too).
+only (W1, W2). The step is benchmarks/sim_overhead.py's bare step, the fastest plain one: channels-last layout
+(EdgeSync's trainer uses it too), gradients kept between steps (zero_grad without freeing), SGD as one in-place
+add per tensor (no optimizer object).
 
     python benchmarks/peers/run_bare.py --spec SPEC.json --out RESULT.json
 """
@@ -32,8 +34,9 @@ def main() -> None:
     rng = np.random.default_rng(spec["seed"])
     glob = [p.detach().clone() for p in net.parameters()]
     total = [torch.zeros_like(p) for p in glob]
-    opt = torch.optim.SGD(net.parameters(), lr=spec["lr"], momentum=spec["momentum"])
-    lossf = nn.CrossEntropyLoss()
+    params = list(net.parameters())
+    if spec["momentum"]:
+        raise SystemExit("run_bare.py: the workloads' SGD has no momentum; this loop has none")
     cursor = [0] * spec["clients"]  # each client's place in its shuffled shard
     order = [rng.permutation(p) for p in d["parts"]]
     curve, steps = [], 0
@@ -49,11 +52,14 @@ def main() -> None:
             for _ in range(spec["local_steps"]):
                 if cursor[c] + spec["batch_size"] > len(order[c]):  # a new pass over the shard
                     order[c], cursor[c] = rng.permutation(d["parts"][c]), 0
-                idx = order[c][cursor[c]:cursor[c] + spec["batch_size"]]
+                idx = torch.from_numpy(order[c][cursor[c]:cursor[c] + spec["batch_size"]])
                 cursor[c] += spec["batch_size"]
-                opt.zero_grad(set_to_none=True)
-                lossf(net(x_train[idx]), d["y_train"][idx]).backward()
-                opt.step()
+                net.zero_grad(set_to_none=False)
+                xb = x_train[idx].contiguous(memory_format=torch.channels_last)
+                nn.functional.cross_entropy(net(xb), d["y_train"][idx]).backward()
+                with torch.no_grad():
+                    for p in params:
+                        p.add_(p.grad, alpha=-spec["lr"])
                 steps += 1
             w = float(len(d["parts"][c]))
             weight_sum += w
