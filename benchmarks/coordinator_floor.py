@@ -14,8 +14,7 @@ Method (fixed before the first result was seen):
   bytes that part must move at the least, measured two ways: *in cache* (the same copy repeated, median of
   200: the bytes stay in the CPU's caches) and *from memory* (each of 50 copies after 64 MB were written
   elsewhere, which pushes the bytes out of the caches: median). The coordinator meets its bytes from memory:
-  a client's training step or the socket's receive has displaced them since they were last touched (on the
-  2-core development machine the first copy of a gradient after a step took 4-5 times the second). The bytes:
+  a client's training step or the socket's receive has displaced them since they were last touched. The bytes:
     decode: the UPDATE's bytes (it must read them once: the check that every value is finite);
     encode: the message's bytes;
     apply:  the model-sized vectors the algorithm's rule must read or write, once each (`VECTORS`, from
