@@ -55,7 +55,10 @@ def test_one_seed_is_undecided_and_a_slow_edgesync_does_not_hold():
 
 def test_every_system_names_its_runner_and_a_missing_environment_is_a_reason():
     for system in SYSTEMS.values():
-        assert system.script.startswith("run_") and system.workloads
-        if system.venv is not None and not system.python().exists():
+        assert system.script.startswith("run_")
+        for workload in ("W1", "W2", "W3", "W4"):  # a workload it cannot run has its reason
+            assert workload in system.workloads or system.why_not.get(workload), (system.name, workload)
+        if system.workloads and system.venv is not None and not system.python().exists():
             assert "setup.sh" in system.unavailable(system.workloads[0])
     assert SYSTEMS["bare"].unavailable("W3") == "the floor is a synchronous loop"
+    assert "requirements-fedscale.txt" in SYSTEMS["fedscale"].unavailable("W1")
