@@ -51,7 +51,7 @@ SYSTEMS = {s.name: s for s in [
     System("flower", "run_flower.py", "flower", ("W1", "W2"), why_not={"W3": NO_ASYNC, "W4": NO_ASYNC}),
     System("flgo", "run_flgo.py", "flgo", ("W1", "W2", "W3", "W4")),
     System("appfl", "run_appfl.py", "appfl", ("W1", "W2", "W3", "W4")),
-    System("plato", "run_plato.py", "plato", ("W1", "W2", "W3"), why_not={"W4": "run_plato.py models no availability"}),
+    System("plato", "run_plato.py", "plato", ("W1", "W2", "W3"), why_not={"W4": "Plato has no availability model (a client process that disconnects ends the run)"}),
     System("fedscale", "run_fedscale.py", "fedscale", (), why_not={w: FEDSCALE for w in ("W1", "W2", "W3", "W4")}),
 ]}
 REFERENCE = "edgesync-serial"  # every figure's ratio is to it
