@@ -42,8 +42,10 @@ def test_ratios_verdicts_and_agreement_from_known_runs():
     assert "EdgeSync within 1.5× of the bare loop, its wall time ÷ the loop's: 1.25 [1.25, 1.25]: holds" in text
     assert "| fedscale | – | could not run: not installed" in text
     agree = report.agreement(d, "W1")
-    assert "| flower | 2 | 0.0 (5) |" in agree and agree.splitlines()[3].endswith("| yes |")
-    assert next(line for line in agree.splitlines() if line.startswith("| flgo |")).endswith("| no |")
+    flower = next(line for line in agree.splitlines() if line.startswith("| flower |"))
+    assert "| +0.0 |" in flower and "| yes |" in flower and flower.endswith("| 0 of 2 |")
+    flgo = next(line for line in agree.splitlines() if line.startswith("| flgo |"))
+    assert "| -10.0 |" in flgo and "| no |" in flgo and flgo.endswith("| 2 of 2 |")
 
 
 def test_one_seed_is_undecided_and_a_slow_edgesync_does_not_hold():
