@@ -105,6 +105,7 @@ def main() -> None:
     args = ap.parse_args()
     import report
 
+    argv = " ".join(a for a in sys.argv[1:] if a != "--write-docs")
     if args.from_:
         data = json.loads(args.from_.read_text())
     else:
@@ -126,11 +127,11 @@ def main() -> None:
                         f"{rec['wall_s']:.1f} s, {rec['peak_rss_mb']:.0f} MB, acc {rec['final_acc']:.3f}"
                     print(f"[{len(runs)}/{total}, {(time.time() - t0) / 60:.1f} min] {wl} seed {seed} {name}: {state}",
                           flush=True)
-                    (args.out / "harness.json").write_text(json.dumps(report.record(runs, wls, seeds), indent=1))
-        data = report.record(runs, wls, seeds)
+                    (args.out / "harness.json").write_text(json.dumps(report.record(runs, wls, seeds, argv), indent=1))
+        data = report.record(runs, wls, seeds, argv)
     print(report.render(data))
     if args.write_docs:
-        report.write_docs(data, " ".join(sys.argv[1:]))
+        report.write_docs(data, data.get("argv", argv) + " --write-docs")
 
 
 if __name__ == "__main__":

@@ -37,11 +37,11 @@ REFERENCE, FLOOR = "edgesync-serial", "bare"
 EDGESYNC = ("edgesync-serial", "edgesync-ray")
 
 
-def record(runs: list[dict], wls: list[str], seeds: list[int]) -> dict:
-    """What docs/data/peers.json keeps: the machine, the workloads' settings, every run."""
+def record(runs: list[dict], wls: list[str], seeds: list[int], argv: str = "") -> dict:
+    """What docs/data/peers-*.json keep: the harness's arguments, the machine, the workloads' settings, every run."""
     import workloads
 
-    return {"machine": f"{platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
+    return {"argv": argv, "machine": f"{platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
                        f"{platform.processor() or platform.machine()})", "date": time.strftime("%Y-%m-%d"),
             "workloads": {w: {**workloads.COMMON, **workloads.WORKLOADS[w]} for w in wls}, "seeds": seeds, "runs": runs}
 
