@@ -30,7 +30,7 @@ from pydantic import Field
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 
@@ -51,8 +51,9 @@ class EASGDServer(AsyncServer):
 
     def apply(self, client: int, update: Update, lr: float):
         local = update.tensors["params"]
-        distance = gap(local, self.params)
-        delta = self.alpha * (local - self.params)
+        diff = local - self.params  # one difference serves the distance and δ (bit for bit the same)
+        distance = rms(diff)
+        delta = diff.mul_(self.alpha)
         self.params = self.params + delta
         self.delta[client] = delta
         return {"distance": round(distance, 9)}

@@ -46,8 +46,11 @@ class DCASGDConfig(MomentumConfig):
 
 
 def delay_compensate(g: torch.Tensor, lam: float, theta: torch.Tensor, theta_sent: torch.Tensor) -> torch.Tensor:
-    """ĝ = g + λ·g⊙g⊙(θ − θ_sent): g as if computed on θ, not θ_sent (DC-ASGD, DANA-DC)."""
-    return g + lam * g * g * (theta - theta_sent)
+    """ĝ = g + λ·g⊙g⊙(θ − θ_sent): g as if computed on θ, not θ_sent (DC-ASGD, DANA-DC). Computed in the
+    order of that expression, bit for bit, but into one new tensor in place (one allocation of the model's size
+    where the expression makes four: the coordinator's time, benchmarks/coordinator_floor.py)."""
+    out = torch.mul(g, lam)
+    return out.mul_(g).mul_(theta - theta_sent).add_(g)
 
 
 class Velocities:
