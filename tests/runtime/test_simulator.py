@@ -29,6 +29,7 @@ import torch
 import yaml
 
 from edgesync.algorithms.machinery.gradient_client import GradientClient, model_instruction
+from edgesync.algorithms.machinery.staleness import GRAD_RMS
 from edgesync.data.datasets import to_tensor
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.models import build_model
@@ -244,12 +245,14 @@ def test_bytes_are_the_wire_size_of_every_message(tmp_path):
     def train_size(version):
         return Message("TRAIN", {"version": version}, model_tensors).wire_size()
 
-    def update_size(version, loss):
-        return Message("UPDATE", {**update.meta, "loss": loss, "version": version}, update.tensors).wire_size()
+    def update_size(version, loss, grad_rms):
+        meta = {**update.meta, "loss": loss, "version": version, GRAD_RMS: grad_rms}
+        return Message("UPDATE", meta, update.tensors).wire_size()
 
-    # A loss is written as JSON in the header: between "2.0" and a 17-digit repr long.
-    lo = {v: update_size(v, 2.0) for v in range(4)}
-    hi = {v: update_size(v, 2.3010590476989746) for v in range(4)}
+    # A loss and the gradient's RMS are written as JSON in the header: between "2.0" and a 17-digit repr long
+    # (the RMS as small as 1e-5: its repr has an exponent).
+    lo = {v: update_size(v, 2.0, 0.5) for v in range(4)}
+    hi = {v: update_size(v, 2.3010590476989746, 1.2345678901234567e-05) for v in range(4)}
     assert all(lo[v] > 4 * params.numel() for v in lo)
 
     rows = metrics(out, "ssgd")
