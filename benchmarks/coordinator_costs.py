@@ -66,26 +66,12 @@ def prepared(base_step_s: float):
 def calibrate(sim, config, clients: int) -> dict:
     """One calibration of `config` with `clients` calibration clients, as a run's first one does it: the costs
     in seconds, how many samples of each class it timed, and the calibration's own wall time."""
-    from edgesync.runtime.sim import server_calibration
-    from edgesync.runtime.sim.server_cost import CostSamples
+    from edgesync.runtime.sim.server_calibration import timed_events
 
-    seen: list[CostSamples] = []
-
-    class Kept(CostSamples):  # the calibration's own samples, kept to count them
-        def __init__(self) -> None:
-            super().__init__()
-            seen.append(self)
-
-    before = server_calibration.SERVER_CALIBRATION_CLIENTS, server_calibration.CostSamples
-    # both read by calibrate() when it runs: its client count, and what it collects the times in
-    server_calibration.SERVER_CALIBRATION_CLIENTS, server_calibration.CostSamples = clients, Kept
-    try:
-        t0 = time.perf_counter()
-        costs = server_calibration.calibrate(sim, config)
-        took = time.perf_counter() - t0
-    finally:
-        server_calibration.SERVER_CALIBRATION_CLIENTS, server_calibration.CostSamples = before
-    return {**costs.model_dump(), "calibration_s": took, "samples": {c: seen[0].count(c) for c in COSTS}}
+    t0 = time.perf_counter()
+    samples = timed_events(sim, config, clients)
+    took = time.perf_counter() - t0
+    return {**samples.costs().model_dump(), "calibration_s": took, "samples": {c: samples.count(c) for c in COSTS}}
 
 
 def decode_and_check(sim, samples: int) -> dict:

@@ -113,23 +113,9 @@ def prepared(names: list[str]):
 
 def calibrate(sim, config) -> dict:
     """One calibration: each part's median seconds and median bytes."""
-    from edgesync.runtime.sim import server_calibration
-    from edgesync.runtime.sim.server_cost import CostSamples
+    from edgesync.runtime.sim.server_calibration import timed_events
 
-    seen: list[CostSamples] = []
-
-    class Kept(CostSamples):
-        def __init__(self) -> None:
-            super().__init__()
-            seen.append(self)
-
-    before = server_calibration.CostSamples
-    server_calibration.CostSamples = Kept  # read by calibrate() when it runs
-    try:
-        server_calibration.calibrate(sim, config)
-    finally:
-        server_calibration.CostSamples = before
-    s = seen[0]
+    s = timed_events(sim, config)
     return {part: {"s": statistics.median(s.times[part]), "bytes": int(statistics.median(s.sizes[part])),
                    "n": len(s.times[part])} for part in PARTS if s.times[part]}
 
@@ -186,19 +172,14 @@ def served(costs: dict[str, float]) -> int | None:
 
 def earlier_costs(doc: Path) -> dict[str, dict[str, float]]:
     """Each algorithm's mean cost per part (seconds) in the table `doc`'s block holds now (before a re-run)."""
-    text = doc.read_text()
-    begin, end = f"<!-- {BLOCK}:begin -->", f"<!-- {BLOCK}:end -->"
-    if begin not in text:
-        return {}
-    body = text.split(begin, 1)[1].split(end, 1)[0].split("\n\nBefore this run", 1)[0]
+    from edgesync.docs_data import _current
+
+    current = _current(doc, BLOCK)  # the block's note and table, without the earlier run it keeps
     out: dict[str, dict[str, float]] = {}
-    for line in body.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    for line in (current or {"table": ""})["table"].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) >= 4 and cells[1] in PARTS:
-            try:
-                out.setdefault(cells[0], {})[cells[1]] = float(cells[3].replace(",", "")) * 1e-6
-            except ValueError:
-                continue
+            out.setdefault(cells[0], {})[cells[1]] = float(cells[3].replace(",", "")) * 1e-6
     return out
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import spec_io as common  # noqa: E402  (torch-free: this process only starts `edgesync run`)
 
-BASE_STEP_S = 0.0199  # a round of 5 steps ends at 0.0995 s · r, just before each test at 0.5 s · k
+TEST_STEP_S = 0.02  # the tests' period is counted in steps of this length (every 5 rounds of 5 steps: 0.5 s)
+BASE_STEP_S = 0.0199  # a hair shorter: a round of 5 steps ends at 0.0995 s · r, just before each test at 0.5 s · k
 
 
 def scenario(spec: dict, backend: str) -> dict:
@@ -33,7 +34,7 @@ def scenario(spec: dict, backend: str) -> dict:
     sc = {"name": f"peers-{spec['workload']}", "seed": spec["seed"], "runtime": "sim",
           "dataset": {"name": "fashion_mnist"}, "model": {"name": spec["model"]},
           "partition": {"kind": "dirichlet", "alpha": spec["alpha"]},
-          "eval": {"every_s": round(spec["eval_every"] * spec["local_steps"] * 0.02, 6), "test_size": spec["test_size"]},
+          "eval": {"every_s": round(spec["eval_every"] * spec["local_steps"] * TEST_STEP_S, 6), "test_size": spec["test_size"]},
           "sim": {"base_step_s": BASE_STEP_S, "server_time": "zero", "backend": backend}}
     common_entry = {"lr": spec["lr"], "batch_size": spec["batch_size"], "momentum": spec["momentum"]}
     if spec["mode"] == "sync":

@@ -133,9 +133,7 @@ class FedBuffServer(AsyncServer):
     def on_client_joined(self, client: int) -> list[Send]:
         if self.config.concurrency is None:
             return super().on_client_joined(client)
-        if client not in self.clients:
-            self.clients.append(client)
-            self.clients.sort()
+        self.take_back(client)  # it waits to be drawn
         return [self.reply(c) for c in self._draw(self.config.concurrency - len(self.training))]
 
     def _draw(self, k: int) -> list[int]:

@@ -100,10 +100,14 @@ class AsyncServer(ServerAlgorithm):
     def on_client_joined(self, client: int) -> list[Send]:
         """Back in the pool: it gets the current model at once, as at the start (per-client state
         dropped when it was lost starts afresh; DGS sends it the dense model)."""
+        self.take_back(client)
+        return [self.reply(client)]
+
+    def take_back(self, client: int) -> None:
+        """`client` is in the pool again (the clients stay sorted)."""
         if client not in self.clients:
             self.clients.append(client)
             self.clients.sort()
-        return [self.reply(client)]
 
     def reply(self, client: int) -> Send:
         theta = self.outgoing(client)

@@ -59,23 +59,33 @@ def cached_or_calibrated(run: PreparedRun, config: AlgorithmConfig) -> ServerCos
     return cached_costs(key, calibrate_now)
 
 
-def calibration_scenario(scenario: Scenario) -> Scenario:
+def calibration_scenario(scenario: Scenario, clients: int = SERVER_CALIBRATION_CLIENTS) -> Scenario:
     """`scenario` with the calibration's clients (×1, unlimited links) and the coordinator's work timed."""
     return scenario.model_copy(update={
-        "clients": [ClientSpec() for _ in range(SERVER_CALIBRATION_CLIENTS)], "links": LinksSpec(),
+        "clients": [ClientSpec() for _ in range(clients)], "links": LinksSpec(),
         "sweep": {}, "sim": scenario.sim.model_copy(update={"server_time": "measured", "backend": "serial"})})
 
 
 def calibrate(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:
     """Time the coordinator's work on `config`'s events in a throw-away simulation sharing `run`'s prepared
     data and model; returns the median cost of each class."""
+    samples = timed_events(run, config)
+    try:
+        return samples.costs()
+    except ValueError as exc:
+        raise ValueError(f"{config.key}: calibrating the coordinator's costs: {exc}") from None
+
+
+def timed_events(run: PreparedRun, config: AlgorithmConfig, clients: int = SERVER_CALIBRATION_CLIENTS) -> CostSamples:
+    """The calibration's throw-away simulation with `clients` ×1 clients: every event's time and message size
+    (what `calibrate` takes the medians of; the coordinator benchmarks read them whole)."""
     samples = CostSamples()
     started = time.perf_counter()
     # fork_rng: whatever the calibration draws from torch's global generator, the run draws the same after it
     with tempfile.TemporaryDirectory(prefix="edgesync-calibration-") as tmp, \
             RunRecorder(Path(tmp)) as recorder, torch.random.fork_rng(devices=[]):
-        sim: Any = type(run)(calibration_scenario(run.scenario), recorder)  # the run's engine, not imported here
-        sim.share_prepared(run, SERVER_CALIBRATION_CLIENTS)
+        sim: Any = type(run)(calibration_scenario(run.scenario, clients), recorder)  # the run's engine, not imported
+        sim.share_prepared(run, clients)
         sim.samples = samples
         sim.begin(config)
         try:
@@ -84,10 +94,7 @@ def calibrate(run: PreparedRun, config: AlgorithmConfig) -> ServerCostSpec:
                 sim.step()
         finally:
             sim.end_processes()
-    try:
-        return samples.costs()
-    except ValueError as exc:
-        raise ValueError(f"{config.key}: calibrating the coordinator's costs: {exc}") from None
+    return samples
 
 
 def _enough(samples: CostSamples, elapsed_s: float) -> bool:
