@@ -5,6 +5,8 @@ that knows how a module's tensors map onto them. Order is `model.parameters()` /
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -21,7 +23,7 @@ def all_finite(t: torch.Tensor) -> bool:
     sum overflows) takes the exact test."""
     if not t.is_floating_point() or t.numel() == 0:
         return True
-    return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
+    return math.isfinite(t.sum().item()) or bool(torch.isfinite(t).all())
 
 
 def num_params(model: nn.Module) -> int:

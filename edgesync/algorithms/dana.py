@@ -26,7 +26,7 @@ import torch
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Instruction, Update
-from edgesync.algorithms.momentum_asgd import DCASGDConfig, MomentumConfig, MultiASGDServer, delay_compensate
+from edgesync.algorithms.momentum_asgd import DCASGDConfig, DelayCompensation, MomentumConfig, MultiASGDServer
 from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 
 
@@ -51,11 +51,8 @@ class DanaZeroServer(MultiASGDServer):
         return self.params if total is None else self.params - self.config.momentum * total
 
 
-class DanaDCServer(DanaZeroServer):
+class DanaDCServer(DelayCompensation, DanaZeroServer):
     config: DanaDCConfig
-
-    def gradient(self, client: int, g: torch.Tensor) -> torch.Tensor:
-        return delay_compensate(g, self.config.dc_lambda, self.params, self.computed_on(client))
 
 
 class DanaSlimClient(GradientClient):

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from pydantic import Field
 
@@ -66,7 +67,7 @@ from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
 from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum, instruction_lr
-from edgesync.compression.codec import add_into, decode, encode, index_dtype, payload_bytes
+from edgesync.compression.codec import add_into, encode, entries, index_dtype, payload_bytes
 from edgesync.compression.topk import select
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
@@ -129,6 +130,28 @@ def pack(name: str, x: torch.Tensor, idx: torch.Tensor | None, value_dtype: torc
     return encode(name, x, None, value_dtype)
 
 
+def nonzero_coordinates(x: torch.Tensor) -> torch.Tensor:
+    """The indices (int64, ascending) of x's nonzero entries. On the CPU through numpy, whose search of a bool
+    array is vectorised: a comparison and that search take about half of `torch.nonzero`'s time on a float
+    vector (measured cold, benchmarks/coordinator_floor.py's conditions)."""
+    if x.device.type != "cpu":
+        return torch.nonzero(x).squeeze(1)
+    return torch.from_numpy(np.flatnonzero(x.numpy() != 0))
+
+
+def pack_entries(name: str, idx: torch.Tensor, values: torch.Tensor, numel: int,
+                 value_dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """`pack` of the vector that holds `values` at `idx` (sorted, unique) and zeros elsewhere, from the entries
+    alone: the same tensors, without building the dense vector unless the dense form is the smaller."""
+    sparse = idx.numel() * (torch.empty(0, dtype=index_dtype(numel)).element_size()
+                            + torch.empty(0, dtype=value_dtype).element_size())
+    if sparse < numel * torch.empty(0, dtype=value_dtype).element_size():
+        return {f"{name}.idx": idx.to(index_dtype(numel)), f"{name}.val": values.to(value_dtype)}
+    dense = torch.zeros(numel, dtype=values.dtype)
+    dense[idx] = values
+    return encode(name, dense, None, value_dtype)
+
+
 def density(tensors: dict[str, torch.Tensor], name: str, numel: int) -> float:
     """Fraction of the coordinates a payload carries (a dense payload: its nonzero entries)."""
     carried = tensors[f"{name}.idx"].numel() if f"{name}.idx" in tensors else int(torch.count_nonzero(tensors[name]))
@@ -140,10 +163,15 @@ def has_payload(tensors: dict[str, torch.Tensor], name: str) -> bool:
 
 
 class DGSServer(AsyncServer):
-    """Alg. 2: M, one v_k per client, replies G = M − v_k (optionally top-R₂), or the dense model."""
+    """Alg. 2: M, one v_k per client, replies G = M − v_k (optionally top-R₂), or the dense model.
+
+    Per update one pass takes D = M − v_k before the update is applied: the gap is its RMS, and G = D − δ
+    is nonzero only where D is or where the update wrote, so G's coordinates are found in D with the
+    update's own marked, and its values read from M and v_k there (the same bits as M − v_k). θ = θ₀ + M is
+    built only when something reads it (an evaluation, a resync), not per update."""
 
     config: SparseAsyncConfig
-    update_key = "delta"  # on_update hands the loop the decoded (dense) payload under this name
+    update_key = "delta"  # on_update hands the loop the payload's values under this name
     _NOT_STATE = AsyncServer._NOT_STATE | {"sizes"}  # from the initial model, not state
 
     def __init__(self, config, initial, clients):
@@ -153,13 +181,27 @@ class DGSServer(AsyncServer):
             raise ValueError(f"{config.name}: layer sizes add up to {sum(sizes)}, the model has "
                              f"{self.params.numel()} parameters")
         self.sizes = sizes if config.topk_scope == "layer" else ()  # layers of R₂'s top-k; () = one
-        self.theta0 = self.params  # θ₀; self.params = θ₀ + M is replaced, never changed in place
-        self.M = torch.zeros_like(self.params)
+        self.theta0 = self.params  # θ₀
+        self.M = torch.zeros_like(self.params)  # replaced, never changed in place: a v_k may be it
         self.v: dict[int, torch.Tensor] = {}          # v_k: what client k has been sent (θ_k = θ₀ + v_k)
         self.synced_at: dict[int, int] = {}           # version of the last dense model each client got
         self.pending: dict[int, dict[str, torch.Tensor]] = {}  # the reply built by apply()
         self.value_dtype = DTYPES[config.value_dtype]
+        self.whole = self.value_dtype == torch.float32 and (config.secondary_rate or 1) >= 1  # v_k + G = M
+        self._payload: tuple[torch.Tensor | None, torch.Tensor] | None = None  # the update being applied
+        self._behind: torch.Tensor | None = None  # its D = M − v_k
         self._up: dict[str, Any] = {}
+
+    @property
+    def params(self) -> torch.Tensor:
+        """θ = θ₀ + M, built when read after M changed."""
+        if self._params is None:
+            self._params = self.theta0 + self.M
+        return self._params
+
+    @params.setter
+    def params(self, value: torch.Tensor) -> None:
+        self._params = value
 
     def update_format(self) -> UpdateFormat:
         """"delta", dense or sparse (delta.idx + delta.val), values float32 or the configured value_dtype."""
@@ -178,14 +220,22 @@ class DGSServer(AsyncServer):
 
     def difference(self, client: int) -> dict[str, torch.Tensor]:
         """G = M − v_k (Eq. 3), top-R₂ of it with secondary compression (Eq. 6a); v_k ← v_k + G (Eq. 6b)."""
-        v = self.v[client]
+        v, (idx, _), behind = self.v[client], self._payload, self._behind
+        if self.whole and idx is not None:  # G's coordinates: D's nonzeros and the update's, once each, in order
+            where = nonzero_coordinates(behind.index_fill_(0, idx, 1.0))
+            values = self.M.index_select(0, where) - v.index_select(0, where)
+            keep = values != 0
+            if not bool(keep.all()):  # an entry the update left as it was
+                where, values = where[keep], values[keep]
+            self.v[client] = self.M  # v_k + G = M, exactly
+            return pack_entries("G", where, values, self.M.numel(), self.value_dtype)
         g = self.M - v
         r2 = self.config.secondary_rate
         if r2 is not None and r2 < 1:
             idx = select(g, r2, self.config.topk, sizes=self.sizes)
             idx = idx[g[idx] != 0]
         else:
-            idx = torch.nonzero(g).squeeze(1)
+            idx = nonzero_coordinates(g)
         tensors = pack("G", g, idx, self.value_dtype)
         if self.value_dtype == torch.float32:  # lossless: v_k + G = M on the coordinates sent
             new_v = v.clone()
@@ -200,23 +250,32 @@ class DGSServer(AsyncServer):
         if client not in self.clients or not has_payload(update.tensors, "delta"):
             return []  # a dropped client's late update, or one without a payload: not applied
         numel = self.M.numel()
-        delta = decode(update.tensors, "delta", numel)  # ValueError on a malformed payload: refused
+        idx, values = entries(update.tensors, "delta", numel)  # ValueError on a malformed payload: refused
+        self._payload = (idx, values.to(torch.float32))  # in parameter units: η was applied by the client
         self._up = {"density_up": density(update.tensors, "delta", numel),
                     "bytes_up": payload_bytes(update.tensors, "delta")}
         rest = {k: t for k, t in update.tensors.items() if k not in ("delta", "delta.idx", "delta.val")}
-        return super().on_update(client, Update(tensors={**rest, "delta": delta}, meta=update.meta))
+        try:
+            return super().on_update(client, Update(tensors={**rest, "delta": values}, meta=update.meta))
+        finally:
+            self._payload = self._behind = None
+
+    def gap_before(self, client: int) -> float:
+        """‖θ₀ + M − (θ₀ + v_k)‖/√k = RMS(D), D = M − v_k (kept for the reply)."""
+        self._behind = self.M - self.v.get(client, self.M)
+        return rms(self._behind)
 
     def apply(self, client: int, update: Update, lr: float):
-        delta = update.tensors["delta"]  # in parameter units: η was applied by the client
-        self.M = self.M - delta
-        self.params = self.theta0 + self.M
+        idx, values = self._payload
+        self.M = self.M - values if idx is None else self.M.index_add(0, idx, values, alpha=-1)
+        self.params = None  # θ₀ + M when next read
         version = self.updates + 1
         every = self.config.resync_every
         resync = bool(every) and version - self.synced_at.get(client, 0) >= every
         reply = self.dense(client, version) if resync else self.difference(client)
         self.pending[client] = reply
         name = "params" if resync else "G"
-        fields = {**self._up, "density_down": density(reply, name, delta.numel()),
+        fields = {**self._up, "density_down": density(reply, name, self.M.numel()),
                   "bytes_down": payload_bytes(reply, name), "resync": resync, "v_bytes": self.v_bytes()}
         return fields
 

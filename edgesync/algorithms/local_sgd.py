@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update
+from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
 from edgesync.algorithms.machinery.stragglers import PartialWork, check_partial_work, partial_work_field
 from edgesync.algorithms.machinery.staleness import rms
@@ -77,20 +77,21 @@ class DeltaServer(RoundServer):
         super()._reset()
         self.tau_sum = 0.0  # Σ w_i·τ_i of the round (normalised); τ_eff = tau_sum / weight_sum
 
-    def on_update(self, client: int, update: Update) -> list[Send]:
-        delta = update.tensors.get(self.update_key)
-        if self.normalises and delta is not None:  # −d_i = Δ_i/τ_i; their weighted mean is −Σ p_i·d_i
-            tau = int(update.meta.get("steps", 0))
-            normalised = delta.double() / tau if tau > 0 else torch.zeros_like(delta, dtype=torch.float64)
-            update = Update(tensors={**update.tensors, self.update_key: normalised}, meta=update.meta)
-        return super().on_update(client, update)
+    def sum_weight(self, update: Update, w: float) -> float:
+        """−d_i = Δ_i/τ_i joins the sum with weight w_i (d_i = 0 for a client that ran no step): Δ_i·w_i/τ_i."""
+        if not self.normalises:
+            return w
+        tau = int(update.meta.get("steps", 0))
+        return w / tau if tau > 0 else 0.0
 
     def round_mean(self) -> torch.Tensor:
-        mean = super().round_mean()
-        return (self.tau_sum / self.weight_sum) * mean if self.normalises else mean
+        if not self.normalises:
+            return super().round_mean()
+        # τ_eff·Σ w_i·(−d_i)/Σ w_i in one pass over the float64 sum, rounded to float32 once
+        return (self.update_sum * (self.tau_sum / self.weight_sum / self.weight_sum)).float()
 
     def apply(self, mean: torch.Tensor) -> None:
-        self.params = self.params + self.config.global_lr * mean
+        self.params = torch.add(self.params, mean, alpha=self.config.global_lr)  # one pass: θ + ε·mean
 
     def instruction_meta(self, client: int) -> dict:
         # Under warm-up the clients' local η follows the schedule; momentum restarts every round.

@@ -25,6 +25,7 @@ from pydantic import Field
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Update
+from edgesync.algorithms.machinery.staleness import rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
 
 
@@ -45,12 +46,30 @@ class DCASGDConfig(MomentumConfig):
     dc_lambda: float = Field(2.0, ge=0, description="λ, delay-compensation strength (DANA's runs: 2)")
 
 
-def delay_compensate(g: torch.Tensor, lam: float, theta: torch.Tensor, theta_sent: torch.Tensor) -> torch.Tensor:
-    """ĝ = g + λ·g⊙g⊙(θ − θ_sent): g as if computed on θ, not θ_sent (DC-ASGD, DANA-DC). Computed in the
-    order of that expression, bit for bit, but into one new tensor in place (one allocation of the model's size
-    where the expression makes four: the coordinator's time, benchmarks/coordinator_floor.py)."""
-    out = torch.mul(g, lam)
-    return out.mul_(g).mul_(theta - theta_sent).add_(g)
+def delay_compensate(g: torch.Tensor, lam: float, drift: torch.Tensor | None) -> torch.Tensor:
+    """ĝ = g + λ·g⊙g⊙(θ − θ_sent): g as if computed on θ, not θ_sent (DC-ASGD, DANA-DC); `drift` is θ − θ_sent,
+    None when nothing was applied in between (then ĝ = g). Two passes into one new tensor: g⊙g, then
+    g + λ·(g⊙g)⊙drift in one fused op (the coordinator's time, benchmarks/coordinator_floor.py)."""
+    if drift is None:
+        return g
+    out = torch.mul(g, g)
+    return torch.addcmul(g, out, drift, value=lam, out=out)
+
+
+class DelayCompensation:
+    """The DC members' hooks (DC-ASGD, DANA-DC): θ − θ_sent is taken once, for the gap and for ĝ."""
+
+    config: DCASGDConfig
+    _drift: torch.Tensor | None = None  # θ − θ_sent of the update being applied
+
+    def gap_before(self, client: int) -> float:
+        theta, sent = self.params, self.computed_on(client)
+        self._drift = None if theta is sent else theta - sent
+        return 0.0 if self._drift is None else rms(self._drift)
+
+    def gradient(self, client: int, g: torch.Tensor) -> torch.Tensor:
+        drift, self._drift = self._drift, None
+        return delay_compensate(g, self.config.dc_lambda, drift)
 
 
 class Velocities:
@@ -79,7 +98,7 @@ class Velocities:
     def push(self, key: int, g: torch.Tensor, lr: float) -> torch.Tensor:
         """u_key ← γ·u_key + η·g (out of place); returns the new u_key, the step θ ← θ − u_key."""
         old = self.get(key, lr)
-        new = lr * g if old is None else self.momentum * old + lr * g
+        new = lr * g if old is None else torch.add(self.momentum * old, g, alpha=lr)  # γ·u + η·g, one pass less
         if self.track_sum:
             total = self.total(lr)
             if total is None:
@@ -131,11 +150,8 @@ class MultiASGDServer(NAGASGDServer):
         return super().on_client_lost(client)
 
 
-class DCASGDServer(MultiASGDServer):
+class DCASGDServer(DelayCompensation, MultiASGDServer):
     config: DCASGDConfig
-
-    def gradient(self, client: int, g: torch.Tensor) -> torch.Tensor:
-        return delay_compensate(g, self.config.dc_lambda, self.params, self.computed_on(client))
 
 
 PAPER = "DANA (Hakimi et al. 2019), dana.txt App. B.1"

@@ -127,7 +127,7 @@ class SHATServer(AsyncServer):
         self.params = torch.add(self.params, g, alpha=-lr)  # as ASGD, to the bit (α = 1 reproduces it)
         self.previous[client] = self.updates + 1
         self.owed[client] = (c, alpha)
-        stepped = self.local[client] - self.lr_sent.get(client, lr) * g  # the client's own step
+        stepped = torch.add(self.local[client], g, alpha=-self.lr_sent.get(client, lr))  # the client's own step
         self.local[client] = mix(stepped, self.params, alpha)  # … and its mixing with the reply
         return {"c_i": c, "alpha": round(alpha, 6), "n": n}
 
@@ -203,7 +203,7 @@ class SHATClient(ClientAlgorithm):
         g, loss = t.gradient(self.config.weight_decay)
         lr = instruction_lr(instruction.meta)
         step = self.direction(g)
-        self.theta = self.theta - lr * step  # the local step
+        self.theta = torch.add(self.theta, step, alpha=-lr)  # the local step (as the master mirrors it)
         tensors = {"grad": step}
         buffers = t.get_buffers()
         if buffers.numel():

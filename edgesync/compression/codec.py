@@ -72,7 +72,7 @@ def _payload(tensors: dict[str, torch.Tensor], name: str, numel: int
                          f"and {values.numel()} values")
     idx = idx.long()
     if idx.numel():
-        low, high = int(idx.min()), int(idx.max())
+        low, high = (int(v) for v in torch.aminmax(idx))  # one pass, not two
         if low < 0 or high >= numel:
             raise ValueError(f"payload {name!r}: index out of range [0, {numel}): "
                              f"min {low}, max {high}")
@@ -82,6 +82,12 @@ def _payload(tensors: dict[str, torch.Tensor], name: str, numel: int
 def _check_values(name: str, values: torch.Tensor) -> None:
     if not values.is_floating_point():
         raise ValueError(f"payload {name!r}: values must be floating point, got {values.dtype}")
+
+
+def entries(tensors: dict[str, torch.Tensor], name: str, numel: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """The payload as (indices as int64, values), or (None, the dense values): what `decode` would add up,
+    without the dense vector. Same validation as decode."""
+    return _payload(tensors, name, numel)
 
 
 def decode(tensors: dict[str, torch.Tensor], name: str, numel: int) -> torch.Tensor:

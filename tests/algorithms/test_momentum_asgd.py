@@ -66,7 +66,7 @@ def test_dc_asgd_compensates_with_the_model_last_sent_to_the_client(model_state,
     server.on_update(1, make_update([2.0, -1.0], version=0))
     # Assert
     assert torch.allclose(server.global_params(), torch.tensor([0.78, 2.02]))
-    assert torch.allclose(delay_compensate(torch.tensor([2.0]), 2.0, torch.tensor([0.9]), torch.tensor([1.0])),
+    assert torch.allclose(delay_compensate(torch.tensor([2.0]), 2.0, torch.tensor([0.9]) - torch.tensor([1.0])),
                           torch.tensor([1.2]))
 
 

@@ -16,6 +16,7 @@ Hooks, each with the ASGD behaviour by default:
 - `outgoing(client)` the parameters the client will compute on (θ; DANA: its look-ahead θ̂); they
   are remembered in `self.sent[client]`.
 - `computed_on(client)` the parameters the arriving update was computed on (default `sent`).
+- `gap_before(client)` the gap G before the update is applied (default from `computed_on`).
 - `instruction(client, theta)` the instruction that carries them (θ, buffers, version).
 - `after_update(client)` what to send once the update is applied (SSP holds replies here).
 
@@ -31,7 +32,7 @@ import torch
 
 from edgesync.algorithms.machinery.base import Instruction, Send, ServerAlgorithm, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import raw_gradient_rms, staleness_fields
+from edgesync.algorithms.machinery.staleness import gap, gap_fields, raw_gradient_rms
 from edgesync.algorithms.machinery.warmup import Warmup, WarmupConfig
 
 
@@ -61,6 +62,11 @@ class AsyncServer(ServerAlgorithm):
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         return model_instruction(theta, self.buffers, self.updates)
 
+    def gap_before(self, client: int) -> float:
+        """The gap, before the update is applied: between the model it is applied to and the one it was
+        computed on."""
+        return gap(self.params, self.computed_on(client))
+
     def after_update(self, client: int) -> list[Send]:
         return [self.reply(client)]
 
@@ -74,10 +80,10 @@ class AsyncServer(ServerAlgorithm):
         lr = self.warmup.observe(client, update.meta)
         lag = self.lag_of(update)
         self.lag_sum += lag
-        theta_apply, theta_computed = self.params, self.computed_on(client)
         grad_rms = raw_gradient_rms(update.meta, update.tensors)
+        g = self.gap_before(client)
         extra = self.apply(client, update, lr)
-        fields = staleness_fields(lag, theta_apply, theta_computed, grad_rms)
+        fields = gap_fields(lag, g, grad_rms)
         if self.config.warmup_epochs:
             fields["lr"] = lr
         self.log_update(client, **fields, **extra)

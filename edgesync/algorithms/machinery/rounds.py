@@ -136,6 +136,11 @@ class RoundServer(ServerAlgorithm):
         """This update's weight in the round's mean; 1 = unweighted."""
         return 1.0
 
+    def sum_weight(self, update: Update, w: float) -> float:
+        """What the update's main tensor is multiplied by as it joins the round's sum (its weight w; FedNova's
+        normalised rounds fold 1/τ_i in here, so the tensor is read once)."""
+        return w
+
     def instruction_meta(self, client: int) -> dict:
         """Extra metadata for `client`'s instruction this round (step budgets, …)."""
         return {}
@@ -171,7 +176,7 @@ class RoundServer(ServerAlgorithm):
                 self.config, len(self.clients), len(self.reported), self.now() - self.round_started)
         w = self.weight(update)
         self.weight_sum += w
-        self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], w)
+        self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], self.sum_weight(update, w))
         if "buffers" in update.tensors:
             self.buffer_sum = _accumulate(self.buffer_sum, update.tensors["buffers"], w)
         return self._close_round_if_complete()
