@@ -50,13 +50,13 @@ class EASGDServer(AsyncServer):
         self.delta: dict[int, torch.Tensor] = {}  # the δ each client is owed
 
     def apply(self, client: int, update: Update, lr: float):
-        local = update.tensors["params"]
-        diff = local - self.params  # one difference serves the distance and δ (bit for bit the same)
-        distance = rms(diff)
-        delta = diff.mul_(self.alpha)
-        self.params = self.params + delta
+        # θ̃ + α·(x − θ̃) in one pass, and δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new value, to the bit);
+        # the distance ‖x − θ̃‖ is ‖δ‖/α
+        theta = self.params
+        self.params = torch.lerp(theta, update.tensors["params"], self.alpha)
+        delta = self.params - theta
         self.delta[client] = delta
-        return {"distance": round(distance, 9)}
+        return {"distance": round(rms(delta) / self.alpha, 9)}
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         meta = {"lr": self.lr, "local_steps": self.config.local_steps}

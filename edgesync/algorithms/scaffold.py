@@ -234,8 +234,8 @@ class ScaffoldServer(DeltaServer):
         if update.meta.get("control_round") != self.control_rounds.get(client):
             self.out_of_step[client] = ("its c_i started afresh" if update.meta.get("control_round") is None
                                         else "its c_i moved by an update that was not applied")
-        delta_c = update.tensors["control"].double()
-        self.control_sum = delta_c if self.control_sum is None else self.control_sum.add_(delta_c)
+        delta_c = update.tensors["control"]  # widened to float64 as the sum reads it
+        self.control_sum = delta_c.double() if self.control_sum is None else self.control_sum.add_(delta_c)
         self.control_rounds[client] = self.round
         return 1.0
 

@@ -377,5 +377,5 @@ def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> t
     updates arrived in (live, that order varies from run to run, and a float32 sum in it moved the model by a
     last bit that a ReLU network can amplify over rounds)."""
     if total is None:
-        return x.double() * weight
-    return total.add_(x.double(), alpha=weight)
+        return x.double().mul_(weight)
+    return total.add_(x, alpha=weight)  # x is widened as it is read: no float64 copy of it
