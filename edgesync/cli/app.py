@@ -6,6 +6,7 @@ import sys
 import typer
 
 from edgesync.cli.calibrate import calibrate
+from edgesync.cli.export import export_app
 from edgesync.cli.flower import flower_down, flower_up
 from edgesync.cli.keys import keys_command
 from edgesync.cli.live import client, coordinator, shard
@@ -40,6 +41,7 @@ app.command()(plugins)
 app.command()(new)
 app.command()(calibrate)
 app.command()(report)
+app.add_typer(export_app, name="export")
 app.command()(reproduce)
 app.command("flower-up")(flower_up)
 app.command("flower-down")(flower_down)

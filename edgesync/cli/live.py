@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from edgesync.cli.running import claim_folder, run_and_report
+from edgesync.cli.running import claim_folder, export_to_mlflow, run_and_report
 from edgesync.cli.shared import address_option, client_keys, err, listen, load_scenario_or_exit, server_keys
 from edgesync.constants import CONNECT_TIMEOUT_S
 
@@ -96,6 +96,7 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
             sock.close()
 
     run_and_report(run_dir, start)
+    export_to_mlflow(run_dir, sc.output.mlflow)
 
 
 def shard(bind: str = typer.Option("tcp://0.0.0.0:5601", help="address to listen at: tcp://HOST:PORT or HOST:PORT"),

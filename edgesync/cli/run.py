@@ -7,7 +7,7 @@ from typing import List, Optional
 import typer
 
 from edgesync.cli.ray_option import on_ray
-from edgesync.cli.running import claim_folder, run_and_report
+from edgesync.cli.running import claim_folder, export_to_mlflow, run_and_report
 from edgesync.cli.shared import err, load_scenario_or_exit, parse_seeds
 
 
@@ -30,6 +30,11 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         tensorboard: bool = typer.Option(False, "--tensorboard", help="also write TensorBoard event files into "
                                          "RUN_DIR/tensorboard as the run goes (sets output.tensorboard; allowed "
                                          "with --resume)"),
+        mlflow: bool = typer.Option(False, "--mlflow", help="when the run ends, log it to MLflow at "
+                                    "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here (sets output.mlflow; allowed with "
+                                    "--resume)"),
+        mlflow_uri: Optional[str] = typer.Option(None, "--mlflow-uri", metavar="URI", help="log it to this MLflow "
+                                                 "tracking URI instead (a folder, sqlite:///FILE, http://HOST:PORT)"),
         ray: Optional[str] = typer.Option(None, "--ray", metavar="[ADDRESS]", help="simulator: run the clients' "
                                           "work on Ray workers (sets sim.backend=ray), on the cluster at ADDRESS "
                                           "(default: RAY_ADDRESS, else one started on this machine, else a new one)"),
@@ -56,6 +61,8 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         raise typer.Exit(2)
     if tensorboard:  # where results go, not what runs: a resumed run may turn it on too
         overrides.append("output.tensorboard=true")
+    if mlflow or mlflow_uri:
+        overrides.append(f"output.mlflow={mlflow_uri or 'true'}")
     sc = load_scenario_or_exit(resume / "scenario.yaml" if resume else scenario, overrides)
     if (ray is not None or parallel > 1) and sc.runtime != "sim":
         err.print(f"[red]{'--ray' if ray is not None else '--parallel'} is for the simulator; this scenario's "
@@ -71,3 +78,4 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         err.print(f"TensorBoard: tensorboard --logdir {run_dir / 'tensorboard'}", highlight=False)
     run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
                                                   curve=curve, claimed=True, parallel=parallel))
+    export_to_mlflow(run_dir, sc.output.mlflow)

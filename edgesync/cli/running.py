@@ -44,6 +44,21 @@ def run_and_report(run_dir: Path, start) -> None:
     out.print(f"report: {run_dir / 'report.md'}", highlight=False)
 
 
+def export_to_mlflow(run_dir: Path, setting: bool | str) -> None:
+    """`output.mlflow`: the finished run folder into MLflow (true: MLflow's default tracking URI). A
+    failure is reported, not raised: the run folder is complete, and `edgesync export mlflow` tries again."""
+    if setting is False or setting in ("", "false"):
+        return
+    from edgesync.metrics.mlflow_export import export
+    try:
+        done = export(run_dir, None if setting is True or setting == "true" else str(setting))
+    except Exception as exc:  # noqa: BLE001 — MLflow's own errors (a server down, a store refused) are many
+        err.print(f"[yellow]MLflow: not logged ({type(exc).__name__}: {exc}); the run folder is complete: "
+                  f"edgesync export mlflow {run_dir} tries again[/yellow]", highlight=False)
+        return
+    out.print(f"MLflow ({done['uri']}): run {done['parent']}, {len(done['children'])} child runs", highlight=False)
+
+
 def print_summary(summary: dict) -> None:
     """The summary as a table; with seeds, one row per entry: the mean over seeds ± the 95% half-width."""
     aggregates = {label: s for label, s in summary.items() if "seeds" in s}

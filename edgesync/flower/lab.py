@@ -34,6 +34,7 @@ import psutil
 
 from edgesync.constants import CLIENT_THREAD_ENV, FLOWER_START_TIMEOUT_S, FLOWER_STOP_TIMEOUT_S, MALLOC_ENV
 from edgesync.flower import warm_apps
+from edgesync.flower.fab_staging import staged_app
 
 CONNECTION = "edgesync-local"  # the SuperLink connection's name in FLWR_HOME/config.toml
 STATE_FILE = "lab.json"
@@ -180,11 +181,12 @@ class FlowerLab:
                 stream: bool = False) -> subprocess.CompletedProcess:
         """`flwr run APP edgesync-local -c … --stream`: returns when the run has ended. The ServerApp's
         log is captured, or shown as it comes with `stream=True`."""
-        cmd = [_tool("flwr"), "run", str(Path(app_dir).resolve()), CONNECTION, "--stream"]
-        if run_config:
-            cmd += ["--run-config", toml_pairs(run_config)]
-        result = subprocess.run(cmd, env=self.env, capture_output=not stream, text=True, timeout=timeout_s,
-                                stdin=subprocess.DEVNULL)
+        with staged_app(app_dir) as app:  # the FAB's files alone: flwr's walk of a whole checkout takes ~20 s
+            cmd = [_tool("flwr"), "run", str(app), CONNECTION, "--stream"]
+            if run_config:
+                cmd += ["--run-config", toml_pairs(run_config)]
+            result = subprocess.run(cmd, env=self.env, capture_output=not stream, text=True, timeout=timeout_s,
+                                    stdin=subprocess.DEVNULL)
         if result.returncode == 0 and (failed := self.last_run_failed()):  # `flwr run --stream` exits 0 anyway
             print(failed, file=sys.stderr)
             return subprocess.CompletedProcess(cmd, 1, result.stdout, (result.stderr or "") + failed + "\n")
