@@ -225,7 +225,7 @@ def _tensor(spec: Any, buf: memoryview) -> tuple[str, torch.Tensor]:
     if not isinstance(spec, dict):
         raise ProtocolError("tensor spec is not an object")
     name, dtype, shape = spec.get("name"), spec.get("dtype"), spec.get("shape")
-    if not isinstance(name, str) or dtype not in DTYPES:
+    if not isinstance(name, str) or not isinstance(dtype, str) or dtype not in DTYPES:  # a list is unhashable
         raise ProtocolError(f"tensor spec {spec!r}: needs a name and a dtype in {sorted(DTYPES)}")
     if not isinstance(shape, list):
         raise ProtocolError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints")
