@@ -6,7 +6,9 @@
 #      lowest CPU priority (nice 19), whole modules at a time, the longest first (tests/conftest.py);
 #   2. one at a time at normal priority, the `timing` tests (elapsed times, rates, CPU shares): they mostly
 #      wait, and whenever they want a core the kernel gives it to them, so their figures are a quiet
-#      machine's while the other lanes use the rest;
+#      machine's while the other lanes use the rest; then, in the same lane, once the last timing test is
+#      done, the `tail_lane` tests (Flower labs, an MLflow server: minutes of waiting on processes), which
+#      would otherwise hold a parallel worker while this lane idled for the last half of the suite;
 #   3. one at a time at nice 19, the `ray` tests: one Ray at a time (a cluster test's `ray stop` ends every
 #      Ray on the machine), and at the parallel lane's priority, since beside a Ray test at normal priority
 #      the nice-19 lane got no CPU for tens of seconds and its 2 s timeouts failed. The `serial_lane` tests
@@ -21,7 +23,7 @@ export FLWR_TELEMETRY_ENABLED=0
 unset PYTHONDONTWRITEBYTECODE
 
 ray="ray or serial_lane"
-parallel="not (timing or $ray)"; timing="timing and not ($ray)"
+parallel="not (timing or tail_lane or $ray)"; timing="(timing or tail_lane) and not ($ray)"
 args=()
 while [ $# -gt 0 ]; do
     if [ "$1" = "-m" ]; then
