@@ -110,6 +110,7 @@ def test_a_two_seed_sweep_is_one_parent_with_a_child_per_entry_and_seed(server, 
         assert child.info.status == "FINISHED"
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.md", "summary.json", "scenario.yaml", "plots"} <= artifacts
+    assert not list(REPO.glob(f"mlruns/*/{parent.info.run_id}"))  # the server holds them (its artifact proxy)
 
 
 def test_each_childs_metric_histories_are_the_run_folders_rows(server, sweep):
@@ -133,7 +134,8 @@ def test_each_childs_metric_histories_are_the_run_folders_rows(server, sweep):
 
 def test_export_puts_an_existing_folder_into_a_local_store(sweep, tmp_path, monkeypatch):
     for uri in (f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns")):  # a database; a folder (file store)
-        done = edgesync("export", "mlflow", str(sweep), "--uri", uri, "--experiment", "again")
+        # a local store keeps artifacts in ./mlruns beside where the command runs: not in the checkout
+        done = edgesync("export", "mlflow", str(sweep), "--uri", uri, "--experiment", "again", cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 reads a file store only when told to
         parent, children = runs_of(MlflowClient(tracking_uri=uri), "again")
@@ -141,7 +143,7 @@ def test_export_puts_an_existing_folder_into_a_local_store(sweep, tmp_path, monk
 
 
 def test_export_of_a_folder_that_is_no_run_says_so(tmp_path):
-    done = edgesync("export", "mlflow", str(tmp_path), "--uri", str(tmp_path / "mlruns"))
+    done = edgesync("export", "mlflow", str(tmp_path), "--uri", str(tmp_path / "mlruns"), cwd=tmp_path)
     assert done.returncode == 2
     assert f"{tmp_path}: not a run folder (no scenario.yaml or summary.json) and has none under it" in done.stderr
     shutil.rmtree(tmp_path / "mlruns", ignore_errors=True)
