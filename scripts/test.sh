@@ -6,10 +6,7 @@
 #      lowest CPU priority (nice 19), whole modules at a time, the longest first (tests/conftest.py);
 #   2. one at a time at normal priority, the `timing` tests (elapsed times, rates, CPU shares): they mostly
 #      wait, and whenever they want a core the kernel gives it to them, so their figures are a quiet
-#      machine's while the other lanes use the rest; then, in the same lane, once the last timing test is
-#      done, the `tail_lane` tests at nice 19 (Flower labs, an MLflow server: minutes of waiting on processes,
-#      which held a parallel worker while this lane idled for the last half of the suite; at normal priority
-#      their labs starved the parallel lane's tests that count updates in a few seconds);
+#      machine's while the other lanes use the rest;
 #   3. one at a time at nice 19, the `ray` tests: one Ray at a time (a cluster test's `ray stop` ends every
 #      Ray on the machine), and at the parallel lane's priority, since beside a Ray test at normal priority
 #      the nice-19 lane got no CPU for tens of seconds and its 2 s timeouts failed. The `serial_lane` tests
@@ -24,12 +21,11 @@ export FLWR_TELEMETRY_ENABLED=0
 unset PYTHONDONTWRITEBYTECODE
 
 ray="ray or serial_lane"
-parallel="not (timing or tail_lane or $ray)"; timing="timing and not ($ray)"; tail="tail_lane and not (timing or $ray)"
+parallel="not (timing or $ray)"; timing="timing and not ($ray)"
 args=()
 while [ $# -gt 0 ]; do
     if [ "$1" = "-m" ]; then
-        parallel="($2) and ($parallel)"; timing="($2) and ($timing)"; tail="($2) and ($tail)"; ray="($2) and ($ray)"
-        shift 2
+        parallel="($2) and ($parallel)"; timing="($2) and ($timing)"; ray="($2) and ($ray)"; shift 2
     else args+=("$1"); shift; fi
 done
 
@@ -42,8 +38,6 @@ parallel_pid=$!
 ray_pid=$!
 "$PY" -m pytest -q -p no:xdist -m "$timing" "${args[@]}" 2>&1 | tee "$logs/timing"
 timing_rc=${PIPESTATUS[0]}
-nice -n 19 "$PY" -m pytest -q -p no:xdist -m "$tail" "${args[@]}" 2>&1 | tee "$logs/tail"
-tail_rc=${PIPESTATUS[0]}
 timing_end=$(date +%s)
 wait "$ray_pid"
 cat "$logs/ray"
@@ -54,11 +48,11 @@ parallel_rc=$?
 end=$(date +%s)
 
 # pytest exits 5 when a part selects no test (a path without any): not a failure
-for part in parallel_rc timing_rc tail_rc ray_rc; do [ "${!part}" -eq 5 ] && printf -v "$part" 0; done
+for part in parallel_rc timing_rc ray_rc; do [ "${!part}" -eq 5 ] && printf -v "$part" 0; done
 
 # The parts' counts added up, from pytest's last line ("3 failed, 1690 passed, 7 skipped, … in 512.3s").
 count() {  # $1: passed, skipped, failed or errors?
-    for part in parallel timing tail ray; do
+    for part in parallel timing ray; do
         grep -E " in [0-9.]+s( \(|$)" "$logs/$part" | tail -n 1 | grep -oE "[0-9]+ $1" || true
     done | awk '{s += $1} END {print s + 0}'
 }
@@ -66,5 +60,5 @@ printf '\nsuite: %d passed, %d skipped, %d failed, %d errors in %d s (%s workers
     "$(count passed)" "$(count skipped)" "$(count failed)" "$(count errors\?)" \
     $((end - start)) "$WORKERS" $((timing_end - start)) $(($(cat "$logs/ray.end") - start))
 rm -rf "$logs"
-for rc in $parallel_rc $timing_rc $tail_rc $ray_rc; do [ "$rc" -ne 0 ] && exit "$rc"; done
+for rc in $parallel_rc $timing_rc $ray_rc; do [ "$rc" -ne 0 ] && exit "$rc"; done
 exit 0

@@ -22,19 +22,19 @@ LONGEST_FIRST = (
     "tests/runtime/test_faults.py",                # ~250 s: killed and resumed coordinators and clients
     "tests/flower/test_flower_adapter.py",         # ~250 s: every algorithm over in-process Flower nodes
     "tests/test_cli_run.py",                       # ~210 s: live runs as a user starts them
+    "tests/flower/test_flower_integration.py",     # ~175 s: a Flower lab, then `edgesync flower-up`
     "tests/runtime/test_resume.py",                # ~100 s
+    "tests/flower/test_user_app.py",               # ~90 s: a Flower lab
     "tests/runtime/test_allreduce_live.py",        # ~65 s
+    "tests/flower/test_stock_flower_integration.py",  # ~60 s: a Flower lab
     "tests/runtime/test_links_runtime.py",         # ~60 s
 )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Stable: within each group, the files' own order. The `tail_lane` tests go last: in the timing lane they
-    # run once every timing test is done (scripts/test.sh).
+    # Stable: within each group, the files' own order.
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::")[0]
-        if item.get_closest_marker("tail_lane"):
-            return len(LONGEST_FIRST) + 2
         if path in LONGEST_FIRST:
             return LONGEST_FIRST.index(path)
         return len(LONGEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)

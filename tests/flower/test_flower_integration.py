@@ -31,7 +31,7 @@ from edgesync.metrics.recorder import read_jsonl
 
 from flower_scenario import FAST_SUPEREXEC_POLL, ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.tail_lane]  # a lab of processes: after the timing tests, in their lane
+pytestmark = pytest.mark.slow
 
 RUN_TIMEOUT_S = 300  # 60-130 s measured on the 2 shared cores; the bound only stops a hung run
 STOP_BOUND_S = 20

@@ -12,7 +12,7 @@ import pytest
 from edgesync.flower.coordinator import ERROR_FILE
 from edgesync.metrics.recorder import read_jsonl
 
-pytestmark = [pytest.mark.slow, pytest.mark.tail_lane]  # a lab of processes: after the timing tests, in their lane
+pytestmark = pytest.mark.slow
 
 STOCK_APP = Path(__file__).resolve().parent / "stock_app"
 RUN_TIMEOUT_S = 300  # per run; the fedavg one took 150+ s on 2 cores under heavy load: it only stops a hung run

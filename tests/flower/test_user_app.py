@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 
-pytestmark = [pytest.mark.slow, pytest.mark.tail_lane]  # a lab of processes: after the timing tests, in their lane
+pytestmark = pytest.mark.slow
 
 USER_APP = Path(__file__).resolve().parent / "user_app"
 RUN_TIMEOUT_S = 420  # a hang guard, not a measure: one run took over 240 s beside the parallel tests at their heaviest

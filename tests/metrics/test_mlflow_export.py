@@ -25,7 +25,7 @@ LABELS = ["ssgd@seed=0", "ssgd@seed=1", "asgd@seed=0", "asgd@seed=1"]
 SMALL = ["--runtime", "sim", "--seeds", "0,1", "--set", "dataset.train_size=1000", "--set", "eval.test_size=200",
          "--set", "stop.max_updates=12", "--set", "stop.target_acc=null", "--set", "eval.every_s=1", "-q"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.tail_lane]  # a lab of processes: after the timing tests, in their lane
+pytestmark = pytest.mark.slow
 
 
 def edgesync(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
