@@ -1,9 +1,9 @@
 """The files a Flower app's FAB holds, in a folder of their own, for `flwr run` to build from.
 
 `flwr run APP_DIR` builds the FAB by walking APP_DIR and matching each file against `fab-include`; in this
-repository that walk meets the virtual environment, run folders and data (hundreds of thousands of files)
-and took about 23 s on 2 cores for a FAB of 288 files, before every run of `edgesync flower-up`, the lab's
-tests and benchmarks/flower_overhead.py. `staged_app` copies the files `fab-include` names (and
+repository that walk meets the virtual environment, run folders and data: about 5 s on 2 cores for a FAB of
+288 files in a checkout with its .venv, 23 s with the peers' environments beside it (benchmarks/peers/.venvs),
+before every run of `edgesync flower-up`, the lab's tests and benchmarks/flower_overhead.py. `staged_app` copies the files `fab-include` names (and
 pyproject.toml) into a temporary folder; the FAB built from it is the same, byte for byte (its hash, which
 is in its name, is the same), in about a second. An app without `fab-include`, or with `fab-exclude`, is
 built from its own folder as before: the staging would have to reproduce Flower's default rules.

@@ -181,7 +181,7 @@ class FlowerLab:
                 stream: bool = False) -> subprocess.CompletedProcess:
         """`flwr run APP edgesync-local -c … --stream`: returns when the run has ended. The ServerApp's
         log is captured, or shown as it comes with `stream=True`."""
-        with staged_app(app_dir) as app:  # the FAB's files alone: flwr's walk of a whole checkout takes ~20 s
+        with staged_app(app_dir) as app:  # the FAB's files alone: flwr walks a whole checkout, .venv and all
             cmd = [_tool("flwr"), "run", str(app), CONNECTION, "--stream"]
             if run_config:
                 cmd += ["--run-config", toml_pairs(run_config)]
