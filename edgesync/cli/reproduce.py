@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from edgesync.cli.running import export_to_mlflow
 from edgesync.cli.shared import err, out, parse_seeds
 
 
@@ -24,6 +25,10 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
               only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run "
                                                  "(fl_baselines and the straggler shoot-out, `shootout`, run with --quick only when named here)"),
               write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
+              mlflow: bool = typer.Option(False, "--mlflow", help="then log every experiment's runs to MLflow as "
+                                          "children of one parent run (MLflow's default tracking URI)"),
+              mlflow_uri: Optional[str] = typer.Option(None, "--mlflow-uri", metavar="URI", help="the same, to "
+                                                       "this tracking URI"),
               quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Run the seed papers' headline comparisons and print, claim by claim, the paper's figure beside ours (and
     the FL baselines' table beside FedAvg and the straggler shoot-out, run in the full mode or named with --only:
@@ -63,6 +68,8 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
     text = "\n\n".join(sections)
     (root / "claims.md").write_text(text + "\n")
     out.print(text, highlight=False)
+    if mlflow or mlflow_uri:
+        export_to_mlflow(root, mlflow_uri or True)
     if not write_docs:
         return
     if results:

@@ -3,7 +3,8 @@
 One MLflow run per run folder, the *parent*, and under it one *child* run per entry × seed × sweep point (each
 label of summary.json that is a run, not a seeds' aggregate), so that a sweep's or a seeded run's variants
 sit together in MLflow's UI and compare side by side. A folder of run folders (`edgesync reproduce`'s) is one
-parent with every run folder's children under it, each tagged with its experiment.
+parent with every run folder's children under it, each tagged with its experiment, and the folder's claims.md
+and reproduce.json as the parent's artifacts (each run folder's own under its name).
 
     parent  params     the resolved scenario (scenario.yaml) as dotted keys; lists of settings as JSON
             tags       edgesync.runtime, edgesync.host, edgesync.platform, edgesync.torch, edgesync.version,
@@ -47,6 +48,7 @@ SUMMARY_METRICS = ("final_acc", "best_acc", "time_to_target_s", "updates", "dura
                    "updates_per_s", "bytes_per_s", "compute_ratio_mean", "mean_lag", "mean_gap",
                    "mean_gap_normalized", "coordinator_utilisation")
 ARTIFACTS = ("report.md", "summary.json", "scenario.yaml", "extensions.json")
+SUITE_ARTIFACTS = ("claims.md", "reproduce.json")  # a folder of run folders: `edgesync reproduce`'s record
 # MLflow's limits (mlflow.utils.validation): entities per log_batch call, the length of a parameter's value
 BATCH = 1000
 PARAMS_PER_BATCH = 100
@@ -121,6 +123,9 @@ def export(path: Path, uri: str | None = None, experiment: str | None = None) ->
             key = label if single else f"{folder.name}/{label}"
             children[key] = _child(client, experiment_id, parent_id, folder, run, label, experiment=folder.name)
         _artifacts(client, parent_id, folder, None if single else folder.name)
+    for name in () if single else SUITE_ARTIFACTS:
+        if (Path(path) / name).exists():
+            client.log_artifact(parent_id, str(Path(path) / name))
     client.set_terminated(parent_id, "FINISHED", end_time=max(_end_ms(run) for _, run in runs))
     return {"uri": where, "experiment_id": experiment_id, "parent": parent_id, "children": children}
 

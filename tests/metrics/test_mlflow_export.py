@@ -142,6 +142,25 @@ def test_export_puts_an_existing_folder_into_a_local_store(sweep, tmp_path, monk
         assert sorted(children) == sorted(LABELS)
 
 
+def test_a_folder_of_run_folders_is_one_parent_with_each_folders_children(sweep, tmp_path, monkeypatch):
+    suite = tmp_path / "reproduce"  # as `edgesync reproduce` leaves it: a run folder per experiment, claims.md
+    for name in ("first", "second"):
+        shutil.copytree(sweep, suite / name)
+    (suite / "claims.md").write_text("| claim | verdict |\n")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    done = edgesync("export", "mlflow", str(suite), "--uri", uri, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    client = MlflowClient(tracking_uri=uri)
+    parent, _ = runs_of(client, "reproduce")
+    every = client.search_runs([parent.info.experiment_id], max_results=1000)
+    children = [r for r in every if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted((r.data.tags["edgesync.experiment"], r.data.tags["edgesync.label"]) for r in children) == \
+        sorted((name, label) for name in ("first", "second") for label in LABELS)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"claims.md", "first", "second"} <= artifacts
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "first")} >= {"first/report.md", "first/plots"}
+
+
 def test_export_of_a_folder_that_is_no_run_says_so(tmp_path):
     done = edgesync("export", "mlflow", str(tmp_path), "--uri", str(tmp_path / "mlruns"), cwd=tmp_path)
     assert done.returncode == 2
