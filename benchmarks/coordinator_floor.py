@@ -172,9 +172,9 @@ def served(costs: dict[str, float]) -> int | None:
 
 def earlier_costs(doc: Path) -> dict[str, dict[str, float]]:
     """Each algorithm's mean cost per part (seconds) in the table `doc`'s block holds now (before a re-run)."""
-    from edgesync.docs_data import _current
+    from edgesync.docs_data import current_block
 
-    current = _current(doc, BLOCK)  # the block's note and table, without the earlier run it keeps
+    current = current_block(doc, BLOCK)  # the block's note and table, without the earlier run it keeps
     out: dict[str, dict[str, float]] = {}
     for line in (current or {"table": ""})["table"].splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]

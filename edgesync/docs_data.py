@@ -93,7 +93,7 @@ def write_block(doc: Path, block: str, note: str, data: Any, folder: Path = DATA
     if render is None:
         raise ValueError(f"block {block!r}: no renderer in edgesync/docs_data.py RENDERERS")
     record = {"block": block, "note": note, "data": data}
-    if not (isinstance(data, dict) and "earlier" in data) and (old := _current(doc, block)) is not None:
+    if not (isinstance(data, dict) and "earlier" in data) and (old := current_block(doc, block)) is not None:
         record["earlier"] = old
     folder.mkdir(parents=True, exist_ok=True)
     path = data_path(block, folder)
@@ -112,7 +112,7 @@ def earlier_section(record: dict) -> str:
     return f"\n\n{EARLIER_HEAD} — the table it replaced, as written then ({old['note']}):\n\n{old['table']}"
 
 
-def _current(doc: Path, block: str) -> dict | None:
+def current_block(doc: Path, block: str) -> dict | None:
     """The note (unwrapped) and table `block` holds in `doc` now, without the section it kept of an earlier run."""
     text = doc.read_text()
     begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"

@@ -156,9 +156,9 @@ def render(data: dict) -> str:
 
 def current_block(block: str) -> dict | None:
     """The note and table `block` holds in docs/testing.md now, as write_block would keep them."""
-    from edgesync.docs_data import _current
+    from edgesync import docs_data
 
-    return _current(DOC, block)
+    return docs_data.current_block(DOC, block)
 
 
 def main() -> None:

@@ -119,15 +119,9 @@ def samomentum_step(u: torch.Tensor | None, step: torch.Tensor, m: float, rate: 
 
 def pack(name: str, x: torch.Tensor, idx: torch.Tensor | None, value_dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """The entries of x at idx as message tensors: sparse, or dense (x masked to idx) when that is no bigger."""
-    if idx is not None:
-        sparse = idx.numel() * (torch.empty(0, dtype=index_dtype(x.numel())).element_size()
-                                + torch.empty(0, dtype=value_dtype).element_size())
-        if sparse < x.numel() * torch.empty(0, dtype=value_dtype).element_size():
-            return encode(name, x, idx, value_dtype)
-        masked = torch.zeros_like(x)
-        masked[idx] = x[idx]
-        x = masked
-    return encode(name, x, None, value_dtype)
+    if idx is None:
+        return encode(name, x, None, value_dtype)
+    return pack_entries(name, idx, x[idx], x.numel(), value_dtype)
 
 
 def nonzero_coordinates(x: torch.Tensor) -> torch.Tensor:
@@ -141,13 +135,13 @@ def nonzero_coordinates(x: torch.Tensor) -> torch.Tensor:
 
 def pack_entries(name: str, idx: torch.Tensor, values: torch.Tensor, numel: int,
                  value_dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """`pack` of the vector that holds `values` at `idx` (sorted, unique) and zeros elsewhere, from the entries
-    alone: the same tensors, without building the dense vector unless the dense form is the smaller."""
+    """The vector that holds `values` at `idx` (unique) and zeros elsewhere as message tensors, from the entries
+    alone: sparse, or dense when that is no bigger (then the dense vector is built)."""
     sparse = idx.numel() * (torch.empty(0, dtype=index_dtype(numel)).element_size()
                             + torch.empty(0, dtype=value_dtype).element_size())
     if sparse < numel * torch.empty(0, dtype=value_dtype).element_size():
         return {f"{name}.idx": idx.to(index_dtype(numel)), f"{name}.val": values.to(value_dtype)}
-    dense = torch.zeros(numel, dtype=values.dtype)
+    dense = torch.zeros(numel, dtype=values.dtype, device=values.device)
     dense[idx] = values
     return encode(name, dense, None, value_dtype)
 

@@ -47,11 +47,11 @@ def run_and_report(run_dir: Path, start) -> None:
 def export_to_mlflow(run_dir: Path, setting: bool | str) -> None:
     """`output.mlflow`: the finished run folder into MLflow (true: MLflow's default tracking URI). A
     failure is reported, not raised: the run folder is complete, and `edgesync export mlflow` tries again."""
-    if setting is False or setting in ("", "false"):
+    if setting is False or setting == "":
         return
     from edgesync.metrics.mlflow_export import export
     try:
-        done = export(run_dir, None if setting is True or setting == "true" else str(setting))
+        done = export(run_dir, None if setting is True else setting)
     except Exception as exc:  # noqa: BLE001 — MLflow's own errors (a server down, a store refused) are many
         err.print(f"[yellow]MLflow: not logged ({type(exc).__name__}: {exc}); the run folder is complete: "
                   f"edgesync export mlflow {run_dir} tries again[/yellow]", highlight=False)

@@ -138,7 +138,7 @@ def _child(client, experiment_id: str, parent_id: str, folder: Path, run: RunDat
     rows = [r for r in run.metrics if r.get("algorithm") == label]
     child = client.create_run(experiment_id, start_time=_start_ms(run, rows), run_name=label, tags=tags)
     run_id = child.info.run_id
-    params = {**_flatten(entry, "algorithm"), **settings, **_extension_params(folder, label)}
+    params = {**_flatten(entry, "algorithm"), **settings, **_extension_params(folder)}
     _log_batches(client, run_id, params=params, metrics=_metrics(run, label, rows))
     client.set_terminated(run_id, "FINISHED", end_time=_end_ms(run, rows))
     return run_id
@@ -220,7 +220,7 @@ def _param_value(value: Any) -> str:
     return text if len(text) <= MAX_PARAM else text[:MAX_PARAM - 1] + "…"
 
 
-def _extension_params(folder: Path, label: str) -> dict[str, str]:
+def _extension_params(folder: Path) -> dict[str, str]:
     """The versions of the outside code the run used (extensions.json), as `extension.NAME`."""
     path = folder / "extensions.json"
     if not path.exists():
