@@ -47,7 +47,7 @@ LAYERS = (
     Layer("metrics", ("metrics",)),
     Layer("config", ("config",)),
     Layer("runtime", ("runtime",)),
-    Layer("front ends", ("flower", "reproduce", "api", "testing")),
+    Layer("front ends", ("flower", "reproduce", "api", "testing", "dashboard")),
     Layer("cli", ("cli",)),
 )
 # Inside runtime/, lowest first: what every runtime records about a run; the two ways to spread the server's

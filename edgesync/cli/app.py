@@ -6,6 +6,7 @@ import sys
 import typer
 
 from edgesync.cli.calibrate import calibrate
+from edgesync.cli.dashboard import dashboard
 from edgesync.cli.export import export_app
 from edgesync.cli.flower import flower_down, flower_up
 from edgesync.cli.keys import keys_command
@@ -41,6 +42,7 @@ app.command()(plugins)
 app.command()(new)
 app.command()(calibrate)
 app.command()(report)
+app.command()(dashboard)
 app.add_typer(export_app, name="export")
 app.command()(reproduce)
 app.command("flower-up")(flower_up)

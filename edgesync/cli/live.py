@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from edgesync.cli.dashboard import DASHBOARD_HELP, check_bind, live_dashboard
 from edgesync.cli.running import claim_folder, export_to_mlflow, run_and_report
 from edgesync.cli.shared import address_option, client_keys, err, listen, load_scenario_or_exit, server_keys
 from edgesync.constants import CONNECT_TIMEOUT_S
@@ -30,9 +31,11 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
                 shard: Optional[List[str]] = typer.Option(None, "--shard", help="a follower shard's address "
                                                           "(`edgesync shard`), once per follower: sharding needs "
                                                           "shards − 1 of them"),
+                dashboard: Optional[str] = typer.Option(None, "--dashboard", metavar="[HOST:]PORT", help=DASHBOARD_HELP),
                 quiet: bool = typer.Option(False, "--quiet", "-q")):
     """Serve a scenario to clients started elsewhere (`edgesync client --connect …`)."""
     bind = address_option(bind, "--bind", bind=True)
+    check_bind(dashboard)
     if (scenario is None) == (resume is None):
         err.print("[red]give --scenario FILE, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -95,7 +98,8 @@ def coordinator(scenario: Optional[Path] = typer.Option(None, "--scenario", help
         finally:
             sock.close()
 
-    run_and_report(run_dir, start)
+    with live_dashboard(run_dir, dashboard):
+        run_and_report(run_dir, start)
     export_to_mlflow(run_dir, sc.output.mlflow)
 
 

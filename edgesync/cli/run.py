@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import typer
 
+from edgesync.cli.dashboard import DASHBOARD_HELP, check_bind, live_dashboard
 from edgesync.cli.ray_option import on_ray
 from edgesync.cli.running import claim_folder, export_to_mlflow, run_and_report
 from edgesync.cli.shared import err, load_scenario_or_exit, parse_seeds
@@ -41,6 +42,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
         parallel: int = typer.Option(1, "--parallel", metavar="N", min=1, help="simulator: run N of the sweep's "
                                      "variants and seeds at a time, as Ray tasks (the same run folder as one "
                                      "at a time)"),
+        dashboard: Optional[str] = typer.Option(None, "--dashboard", metavar="[HOST:]PORT", help=DASHBOARD_HELP),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress display"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="log coordinator events")):
     """Run every algorithm of a scenario, then write the run folder's summary and report."""
@@ -52,6 +54,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
     if processes is not None:
         overrides.append(f"live.processes={processes}")
     on_ray(ray, overrides)
+    check_bind(dashboard)
     if (scenario is None) == (resume is None):
         err.print("[red]give a scenario file, or --resume RUN_DIR (not both)[/red]", highlight=False)
         raise typer.Exit(2)
@@ -76,6 +79,7 @@ def run(scenario: Optional[Path] = typer.Argument(None, help="scenario YAML file
               f"{', '.join(a.key for a in sc.algorithms)} → {run_dir}", highlight=False)
     if sc.output.tensorboard:
         err.print(f"TensorBoard: tensorboard --logdir {run_dir / 'tensorboard'}", highlight=False)
-    run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
-                                                  curve=curve, claimed=True, parallel=parallel))
+    with live_dashboard(run_dir, dashboard):
+        run_and_report(run_dir, lambda: run_scenario(sc, run_dir, progress=not quiet, resume=resume is not None,
+                                                      curve=curve, claimed=True, parallel=parallel))
     export_to_mlflow(run_dir, sc.output.mlflow)

@@ -6,6 +6,8 @@ A run folder holds
     metrics.jsonl    one JSON object per evaluation (label, time_s, updates, samples, test_acc, ...)
     clients.jsonl    one JSON object per (label, client) when an algorithm ends
     coordinator.jsonl  one JSON object per label when it ends: the coordinator's load (metrics/coordinator_load.py)
+    fleet.json       live runs: the fleet as the coordinator sees it, rewritten once a second (runtime/live/fleet.py)
+    events.jsonl     every log record of INFO and up, one JSON object each (metrics/event_log.py)
     summary.json     written atomically at the end (see `edgesync.metrics.summary.summarize`)
     report.md        and plots/*.png, written by `edgesync.metrics.report.render_report`
     tensorboard/     with `tensorboard=True` (`output.tensorboard`): the same rows as TensorBoard event
@@ -40,6 +42,8 @@ METRICS_FILE = "metrics.jsonl"
 UPDATES_FILE = "updates.jsonl"
 CLIENTS_FILE = "clients.jsonl"
 COORDINATOR_FILE = "coordinator.jsonl"
+FLEET_FILE = "fleet.json"
+EVENTS_FILE = "events.jsonl"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.md"
 EXTENSIONS_FILE = "extensions.json"  # the outside code a run used (config/outside_code.py): package, version, hash

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from edgesync.metrics.event_log import EventLog
 from edgesync.metrics.recorder import COORDINATOR_FILE, RunRecorder, read_jsonl
 from edgesync.runtime.bookkeeping.partition_record import write_partitions
 from edgesync.metrics.seeds import with_seed_aggregates
@@ -116,11 +117,13 @@ def _aside(run_dir: Path) -> Path:
 
 
 def log_to(run_dir: Path | None, verbose: bool = True) -> None:
-    """Coordinator events into RUN_DIR/logs/coordinator.log, and to stderr (warnings only unless `verbose`)."""
+    """Coordinator events into RUN_DIR/logs/coordinator.log and, as JSON lines, RUN_DIR/events.jsonl (the
+    dashboard's event log), and to stderr (warnings only unless `verbose`)."""
     handlers: list[logging.Handler] = []
     if run_dir is not None:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(run_dir / "logs" / "coordinator.log"))
+        handlers.append(EventLog(run_dir))
     stream = logging.StreamHandler(sys.stderr)
     stream.setLevel(logging.INFO if verbose else logging.WARNING)
     handlers.append(stream)

@@ -10,6 +10,7 @@ reads (fields.py), and each UPDATE's tensors against the model and the algorithm
 (update_check.py). A refused update never reaches the server half; it counts in `refused` (clients.jsonl).
 
 Hooks for the Flower ServerApp (flower/coordinator.py): `heartbeats`, `after_algorithm`, `members`, `phases`, `recorder`.
+What the dashboard shows of the fleet: fleet.py's view, told what passes here and written once a second.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from edgesync.runtime.bookkeeping.accounting import AlgorithmAccount
 from edgesync.runtime.bookkeeping.checkpoint import Checkpointer
 from edgesync.runtime.bookkeeping.evaluator import Evaluator, Snapshot
 from edgesync.runtime.live.availability import CoordinatorAvailability
+from edgesync.runtime.live.fleet import FleetView
+from edgesync.runtime.live.rejoin import Rejoin
 from edgesync.runtime.bookkeeping.membership import Membership, RunAborted
 from edgesync.runtime.live.phases import Phases
 from edgesync.runtime.bookkeeping.progress import Progress
@@ -46,7 +49,7 @@ __all__ = ["Coordinator", "RunAborted"]
 log = logging.getLogger("edgesync.coordinator")
 
 
-class Coordinator:
+class Coordinator(Rejoin):
     heartbeats: ClassVar[bool] = True  # liveness by heartbeats and timeouts (the Flower runtime leaves it to Flower)
 
     def __init__(self, scenario: Scenario, recorder: RunRecorder, bind: str = "tcp://127.0.0.1:*",
@@ -85,6 +88,7 @@ class Coordinator:
         self.traffic_before_resume = (0, 0)  # bytes up/down before a resume
         self._started = 0.0
         self.availability = CoordinatorAvailability(scenario)  # replaced at each algorithm's start
+        self.fleet = FleetView(recorder.run_dir)  # fleet.json, for the dashboard
 
     # -- settings the launchers make ---------------------------------------------------------------
     peers = property(lambda self: self.members.peers)  # rank → Peer
@@ -177,11 +181,13 @@ class Coordinator:
             self.members.lose(rank, "offline at the start (availability)")
             account.log_presence(rank, False, elapsed)
         self.server = server
+        self.fleet.start(config.key, sc, self.peers)
         try:
             self._dispatch(server.start() if account.final_row is None else [])  # else resumed after it: END only
             account.log_updates(server.drain_update_log(), elapsed)  # a first round's draw, at its time
             while True:
                 now = time.perf_counter() - self._started
+                self.fleet.tick(self, now)
                 availability.take_offline(now, account, self.members)
                 account.log_evals(self.evaluator.results())
                 if account.should_stop(now, server.updates):
@@ -204,6 +210,7 @@ class Coordinator:
             self.server = None
             self.sock.start_clock(None)
         end = time.perf_counter() - self._started
+        self.fleet.tick(self, end, final=True)
         self.shards.end()  # follower shards finish the updates the lead applied; their last slices are kept
         final = self._snapshot(server, end)
         if account.final_row is None:  # else written before a crash: the resume only ends the entry
@@ -269,7 +276,8 @@ class Coordinator:
                 seen = self.seen.setdefault(rank, {"steps": 0, "samples": 0})
                 seen["steps"] += int(msg.meta.get("steps", 0))
                 seen["samples"] += int(msg.meta.get("samples", 0))
-                self.account.log_updates(server.drain_update_log(), self._handled_at)
+                self.fleet.updated(rank, msg.meta, rows := server.drain_update_log(), self._handled_at)
+                self.account.log_updates(rows, self._handled_at)
                 return sends
             if msg.type == T.QUERY:
                 reply = server.on_query(rank, msg.meta)
@@ -309,81 +317,11 @@ class Coordinator:
     def _dispatch(self, sends: list[Send]) -> None:
         for send in sends:
             if send.client in self.peers:  # all-reduce: θ left out where the client's replica holds it
-                self.members.send(send.client, protocol.train(*self.ring.wire(send.instruction)))
-
-    # -- clients lost and back ---------------------------------------------------------------------
-    def _client_lost(self, rank: int) -> None:
-        self.joining.pop(rank, None)
-        if self.server is not None:
-            self._dispatch(self.server.on_client_lost(rank))  # a barrier closes without it; ESync stops waiting
-            self.account.log_updates(self.server.drain_update_log(), self._now())  # a round closed or drawn again
-
-    def _back(self, server: ServerAlgorithm, rank: int, msg: Message) -> list[Send]:
-        """A lost client spoke. One set up for the algorithm in progress (the same process, paused or cut
-        off) is back now; any other (a new process that said HELLO, or one lost in an earlier algorithm)
-        is set up first and back once it answers (READY, then CALIBRATED)."""
-        owed = self.joining.get(rank)
-        if owed is None and self.phases.set_up_for.get(rank) != self.account.key:
-            self.joining[rank] = T.READY
-            self.phases.send_setup(self.account.config, rank)
-            return []
-        if owed is not None:
-            if msg.type != owed:
-                return []
-            if msg.type == T.READY:  # its step paced as the algorithm's plan says (it measures first if new)
-                self.joining[rank] = T.CALIBRATED
-                self.members.send(rank, self.phases.pace(rank))
-                return []
-            if msg.type == T.CALIBRATED:
-                self.phases.note_calibrated(rank, msg.meta)
-            del self.joining[rank]
-        self.members.liveness.back(rank)
-        log.info("client %d is back", rank)
-        if self.availability.back(rank, self._handled_at):
-            self.account.log_presence(rank, True, self._handled_at)
-        sends = server.on_client_joined(rank)
-        self.account.log_updates(server.drain_update_log(), self._handled_at)  # a round it starts, at its time
-        return sends
+                self.members.send(send.client, msg := protocol.train(*self.ring.wire(send.instruction)))
+                self.fleet.instructed(send.client, self._now() if msg.clock is None else msg.clock)
 
     def _now(self) -> float:
         return time.perf_counter() - self._started
-
-    def _readmit(self, server: ServerAlgorithm, identity: bytes, msg: Message) -> list[Send]:
-        """HELLO mid-algorithm: a client process that lost its link (or was restarted) asks for its rank
-        back. It may take a lost rank (a live one is refused, not fatally: the client retries with backoff
-        until its old socket is known to be gone); it is set up for the algorithm and joins it when READY."""
-        members = self.members
-        asked = msg.meta.get("rank")
-        if asked is None:  # a restarted client that did not say its rank: a lost one, of its host if any
-            host = (msg.meta.get("info") or {}).get("host") if isinstance(msg.meta.get("info"), dict) else None
-            lost = sorted(members.liveness.lost, key=lambda r: (self.peers[r].info.get("host") != host, r))
-            if not lost:
-                members.reject(identity, "the run is in progress and every rank is held by a live client; "
-                                         "asking again until one is lost")
-                return []
-            asked = lost[0]
-        if not isinstance(asked, int) or asked not in self.peers:
-            members.reject(identity, f"rank {asked!r} is not one of this run's (0..{members.size - 1})", fatal=True)
-            return []
-        if self.availability.is_offline(asked, self._now()):
-            back = self.availability.online_at(asked, self._now())
-            members.reject(identity, f"client {asked} is offline until {back:.1f} s of the algorithm (its availability); "
-                                     "asking again", expected=True)
-            return []
-        if asked not in members.liveness.lost:
-            if self.peers[asked].same_process(msg):
-                members.lose(asked, "it said HELLO again on a new socket")  # the old socket is gone
-            elif why := members.gone(asked):  # a restarted client: its earlier process is provably gone
-                members.lose(asked, f"a new process asks for its rank and the earlier one is gone ({why})")
-            else:  # the old process may still be alive: the client asks again with backoff
-                members.reject(identity, f"rank {asked} is held by a live client; asking again until it is gone "
-                                         f"(at most faults.client_timeout_s = {members.liveness.timeout_s:g} s)")
-                return []
-        members.forget(asked)
-        self.phases.set_up_for.pop(asked, None)  # a new process or socket: nothing is set up on it
-        self.joining.pop(asked, None)  # a SETUP sent to its old socket is lost with it: sent again below
-        members.admit(identity, Message(T.HELLO, {**msg.meta, "rank": asked}))
-        return self._back(server, asked, msg)
 
     # -- evaluation and counters -------------------------------------------------------------------
     def traffic(self) -> tuple[int, int]:
