@@ -11,6 +11,7 @@ quickstart: setup
 	$(PY) -m edgesync.cli run scenarios/quickstart.yaml
 
 test: setup
+	@bash scripts/setup_browser.sh
 	@bash scripts/test.sh
 
 test-fast: setup

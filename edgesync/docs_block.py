@@ -50,6 +50,7 @@ WRITERS = {
     "suite_time": "scripts/suite_time.py --write-docs (--fast: make test-fast's)",
     "peers": "benchmarks/peers/harness.py --write-docs",
     "coordinator_floor": "benchmarks/coordinator_floor.py --write-docs",
+    "dashboard_overhead": "benchmarks/dashboard_overhead.py --write-docs",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

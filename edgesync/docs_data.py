@@ -60,6 +60,7 @@ RENDERERS = {
     "suite_time": "scripts/suite_time.py:render",
     "peers": "benchmarks/peers/report.py:render",
     "coordinator_floor": "benchmarks/coordinator_floor.py:render",
+    "dashboard_overhead": "benchmarks/dashboard_overhead.py:render",
 }
 
 

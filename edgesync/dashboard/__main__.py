@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 from edgesync.dashboard.serve import BindError, parse_bind, serve
@@ -16,7 +18,10 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--bind", default="127.0.0.1:0")
     parser.add_argument("--live", action="store_true")
+    parser.add_argument("--parent", type=int, help="exit when this process (the run's) is gone")
     args = parser.parse_args()
+    if args.parent:
+        threading.Thread(target=follow, args=(args.parent,), daemon=True).start()
     try:
         host, port = parse_bind(args.bind, "--bind")
         serve(args.run_dir, host, port, token=os.environ.get("EDGESYNC_DASHBOARD_TOKEN") or None, live=args.live,
@@ -25,6 +30,13 @@ def main() -> int:
         print(exc, file=sys.stderr, flush=True)
         return 2
     return 0
+
+
+def follow(parent: int) -> None:
+    """A run killed outright (SIGKILL) cannot stop its dashboard: it notices its parent gone and exits."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,13 @@ def is_local(host: str) -> bool:
     return host in LOOPBACK or host.startswith("127.")
 
 
+def token_for(host: str, given: str | None = None) -> str | None:
+    """The token a bind at `host` needs: the one given, else none on loopback, else a new one."""
+    if given:
+        return given
+    return None if is_local(host) else secrets.token_urlsafe(16)
+
+
 def address(host: str, port: int, token: str | None) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # listening everywhere: loopback works here too
     shown = f"[{shown}]" if ":" in shown else shown
@@ -63,8 +70,7 @@ def serve(run_dir: Path, host: str, port: int, token: str | None = None, live: b
     import uvicorn
 
     from edgesync.dashboard.app import create_app
-    if not is_local(host) and not token:
-        token = secrets.token_urlsafe(16)
+    token = token_for(host, token)
     sock = listening_socket(host, port)
     app = create_app(Path(run_dir), token=token, live=live)
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1,
@@ -80,8 +86,9 @@ class DashboardProcess:
 
     def __init__(self, run_dir: Path, bind: str):
         host, port = parse_bind(bind)
-        token = None if is_local(host) else secrets.token_urlsafe(16)
-        cmd = [sys.executable, "-m", "edgesync.dashboard", str(run_dir), "--bind", f"{host}:{port}", "--live"]
+        token = token_for(host)
+        cmd = [sys.executable, "-m", "edgesync.dashboard", str(run_dir), "--bind", f"{host}:{port}", "--live",
+               "--parent", str(os.getpid())]
         env = {**os.environ, "EDGESYNC_DASHBOARD_TOKEN": token or ""}  # not in argv: ps shows argv to every user
         (Path(run_dir) / "logs").mkdir(parents=True, exist_ok=True)
         self.log = Path(run_dir) / "logs" / "dashboard.log"
