@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from test_faults import ENV, LONG_TIMEOUT_S, REPO, lab_for, metrics, scenario  # noqa: F401 - lab_for: the fixture
 
@@ -136,6 +137,48 @@ def test_the_dashboard_follows_a_live_run_and_replays_it(lab_for, browser, tmp_p
         assert {r: row(browser, r) for r in range(4)} == live_fleet
         assert "replay" in browser.find_element("id", "status").text
         screenshot(browser, tmp_path, "dashboard-replay.png")
+    finally:
+        replay.terminate()
+        replay.wait(10)
+
+
+def test_a_simulated_run_with_seeds_and_churn_replays_with_bands_and_offline_spans(browser, tmp_path):
+    """Three seeds of FedAvg on four devices that come and go, in the simulator: the page draws the seeds as one
+    mean line inside a band, each device's offline spans, the round draws and availability changes as events,
+    and the fleet from clients.jsonl (a simulator run has no fleet.json)."""
+    sc = {"name": "seeds-churn", "runtime": "sim", "seed": 0, "seeds": [0, 1, 2],
+          "dataset": {"name": "fashion_mnist", "train_size": 1000},
+          "clients": {"count": 4, "profile": "x1", "availability": {"kind": "exponential", "mean_on_s": 6,
+                                                                      "mean_off_s": 3}},
+          "sim": {"base_step_s": 0.05},
+          "algorithms": [{"name": "local_sgd", "label": "fedavg", "clients_per_round": 2, "local_steps": 5,
+                          "lr": 0.05}],
+          "stop": {"time_budget_s": 10, "target_acc": None}, "eval": {"every_s": 2, "test_size": 200}}
+    (tmp_path / "sc.yaml").write_text(yaml.safe_dump(sc))
+    run_dir = tmp_path / "run"
+    cli = [sys.executable, "-m", "edgesync.cli"]
+    done = subprocess.run([*cli, "run", str(tmp_path / "sc.yaml"), "--out", str(run_dir), "-q"], cwd=REPO, env=ENV,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    replay = subprocess.Popen([*cli, "dashboard", str(run_dir), "--bind", "127.0.0.1:0"], cwd=REPO, env=ENV,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        browser.get(URL.search(replay.stdout.readline()).group(1))
+        until(lambda: browser.execute_script("return window.edgesync.state.finished") and results(browser), 30,
+              "the replay to load")
+        until(lambda: len(texts(browser, "#fleet tbody tr")) == 4, 5, "the fleet table")
+        traces = browser.execute_script("return document.getElementById('acc').data.map("
+                                        "t => ({name: t.name, fill: t.fill, y: t.y}))")
+        low, high, mean = traces
+        assert mean["name"] == "fedavg (3 seeds)" and high["fill"] == "tonexty" and len(mean["y"]) >= 5
+        assert all(lo - 1e-9 <= m <= hi + 1e-9 for lo, m, hi in zip(low["y"], mean["y"], high["y"]))
+        assert any(hi - lo > 1e-6 for lo, hi in zip(low["y"], high["y"]))  # the seeds differ: a band, not a line
+        offline = browser.execute_script("return document.getElementById('avail').data[1].x.length")
+        assert offline > 0
+        kinds = {r[1] for r in texts(browser, "#events tbody tr")}
+        assert {"availability", "round"} <= kinds, kinds
+        assert {r["state"].split(" ")[0] for r in (row(browser, c) for c in range(4))} == {"done"}
+        screenshot(browser, tmp_path, "dashboard-seeds.png")
     finally:
         replay.terminate()
         replay.wait(10)
