@@ -23,6 +23,7 @@ LONGEST_FIRST = (
     "tests/flower/test_flower_adapter.py",         # ~250 s: every algorithm over in-process Flower nodes
     "tests/test_cli_run.py",                       # ~210 s: live runs as a user starts them
     "tests/flower/test_flower_integration.py",     # ~175 s: a Flower lab, then `edgesync flower-up`
+    "tests/runtime/test_dashboard_browser.py",     # ~65 s: a live run and a simulated one, in chromium
     "tests/runtime/test_resume.py",                # ~100 s
     "tests/flower/test_user_app.py",               # ~90 s: a Flower lab
     "tests/runtime/test_allreduce_live.py",        # ~65 s
