@@ -25,6 +25,7 @@ from edgesync.metrics.recorder import (CLIENTS_FILE, EVENTS_FILE, FLEET_FILE, ME
 from edgesync.metrics.seeds import split_seed
 
 READ_LIMIT = 8 << 20  # bytes read from one file per poll
+MAX_FIRST_POINTS = 2000  # per entry, in what a page arriving late is sent first (thinned evenly)
 MAX_EVENTS = 2000
 MAX_PRESENCE = 20000
 CURVE_KEYS = ("algorithm", "time_s", "updates", "samples", "test_acc", "test_loss", "bytes_up", "bytes_down",
@@ -207,8 +208,11 @@ class RunFeed:
         return self.since(cursor)[0]
 
     def since(self, cursor: dict[str, int]) -> tuple[dict[str, Any] | None, dict[str, int]]:
-        """What is new for a viewer at `cursor` (None: nothing), and its next cursor."""
+        """What is new for a viewer at `cursor` (None: nothing), and its next cursor. A new viewer's first
+        curves are thinned to MAX_FIRST_POINTS per entry: a long run's whole history is not one message."""
         metrics, m = self.metrics.since(cursor["metrics"])
+        if cursor["metrics"] == 0:
+            metrics = thinned(metrics, MAX_FIRST_POINTS)
         events, e = self.events.since(cursor["events"])
         presence, p = self.presence.since(cursor["presence"])
         fleet = self.fleet if cursor["fleet"] != self.fleet_version else None
@@ -220,6 +224,21 @@ class RunFeed:
         return finite({"scenario": self.scenario, "labels": self.labels(), "metrics": metrics, "events": events,
                        "presence": presence, "fleet": fleet, "finished": finished,
                        "final": _finals(self.summary), "now": time.time()}), new_cursor
+
+
+def thinned(rows: list[dict], limit: int) -> list[dict]:
+    """At most `limit` rows per entry label, evenly spaced, its first and last kept, in the original order."""
+    by_label: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_label.setdefault(row["algorithm"], []).append(i)
+    keep: set[int] = set()
+    for positions in by_label.values():
+        if len(positions) <= limit:
+            keep.update(positions)
+        else:
+            step = (len(positions) - 1) / (limit - 1)
+            keep.update(positions[round(j * step)] for j in range(limit))
+    return rows if len(keep) == len(rows) else [rows[i] for i in sorted(keep)]
 
 
 def finite(value: Any) -> Any:

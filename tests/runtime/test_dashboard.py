@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from edgesync.config import load_scenario
 from edgesync.dashboard.app import create_app
-from edgesync.dashboard.feed import MAX_EVENTS, Bounded, RunFeed, finite
+from edgesync.dashboard.feed import MAX_EVENTS, Bounded, RunFeed, finite, thinned
 from edgesync.dashboard.serve import BindError, is_local, parse_bind, token_for
 from edgesync.emulation.profiles import parse_profile
 from edgesync.runtime.bookkeeping.liveness import Liveness
@@ -149,6 +149,11 @@ def test_what_the_feed_keeps_is_bounded():
     assert kept.items == [3, 4, 5] and kept.since(0) == ([3, 4, 5], 5) and kept.since(4) == ([5], 5)
     assert MAX_EVENTS <= 5000
     assert finite({"a": [1.0, math.nan, -math.inf], "b": "x"}) == {"a": [1.0, None, None], "b": "x"}
+    rows = [{"algorithm": "a", "i": i} for i in range(100)] + [{"algorithm": "b", "i": i} for i in range(5)]
+    thin = thinned(rows, 10)
+    a = [r["i"] for r in thin if r["algorithm"] == "a"]
+    assert len(a) == 10 and a[0] == 0 and a[-1] == 99 and a == sorted(a)
+    assert [r["i"] for r in thin if r["algorithm"] == "b"] == list(range(5))  # under the limit: every row
 
 
 # -- the web app ------------------------------------------------------------------------------------------------
