@@ -90,6 +90,11 @@ def test_the_fleet_file_is_written_at_most_once_per_interval_and_keeps_finished_
     fleet.tick(coord, 0.1)
     data = json.loads((tmp_path / "fleet.json").read_text())
     assert data["current"] == "ssgd" and list(data["entries"]) == ["asgd", "ssgd"]
+    # the next variant of a sweep (or seed) has a coordinator of its own: it adds to the file
+    later = FleetView(tmp_path, every_s=1.0)
+    later.start("asgd@seed=1", sc, coord.peers)
+    later.tick(coord, 0.0)
+    assert list(json.loads((tmp_path / "fleet.json").read_text())["entries"]) == ["asgd", "ssgd", "asgd@seed=1"]
     assert data["entries"]["asgd"]["final"] and {c["state"] for c in data["entries"]["asgd"]["clients"]} == {"done"}
 
 

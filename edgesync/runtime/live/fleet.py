@@ -61,12 +61,18 @@ class FleetView:
     def __init__(self, run_dir: Path | None, every_s: float = EVERY_S):
         self.path = None if run_dir is None else Path(run_dir) / FLEET_FILE
         self.every_s = every_s
-        self.entries: dict[str, dict] = {}
+        self.entries: dict[str, dict] = self._earlier()  # a sweep's or a resumed run's earlier coordinators'
         self.label: str | None = None
         self.tracks: dict[int, _Track] = {}
         self.static: dict[int, dict] = {}
         self.identities: dict[int, set[bytes]] = {}  # each socket a rank spoke from: a restarted client's bytes add up
         self._written = -1e9
+
+    def _earlier(self) -> dict[str, dict]:
+        try:
+            return dict(json.loads(self.path.read_text())["entries"]) if self.path is not None else {}
+        except (OSError, ValueError, KeyError, TypeError):  # none yet, or not one this view can add to
+            return {}
 
     def start(self, label: str, scenario: Any, peers: dict) -> None:
         """A new entry trains: every client's counters start again."""
