@@ -36,6 +36,8 @@ def _run(lab, app: Path, out: Path, **config) -> dict:
 
 
 @pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)  # two runs, each with its own bound, and the lab's start
+@pytest.mark.timing  # the nodes' compute-time ratio: at nice 19 beside the parallel lane the x1 node's steps
+# overran its base (CI saw 4.0 for a bound of 5 x the bases' ratio, with the dashboard's browser tests beside it)
 def test_stock_fedavg_and_fedadam_drive_edgesyncs_clientapp_on_a_superlink(lab, tmp_path):
     app = tmp_path / "user_app"
     shutil.copytree(USER_APP, app, ignore=shutil.ignore_patterns("__pycache__"))
