@@ -22,7 +22,8 @@ from edgesync.dashboard.feed import MAX_EVENTS, Bounded, RunFeed, finite, thinne
 from edgesync.dashboard.serve import BindError, is_local, parse_bind, token_for
 from edgesync.emulation.profiles import parse_profile
 from edgesync.runtime.bookkeeping.liveness import Liveness
-from edgesync.runtime.live.fleet import FleetView
+from edgesync.emulation.links import Link
+from edgesync.runtime.live.fleet import FleetView, link_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +75,14 @@ def test_the_fleet_view_tells_states_and_each_clients_pace_end_to_end(tmp_path):
     coord.members.liveness.back(1)
     row1 = {r["client"]: r for r in fleet.rows(coord, 2.1)}[1]
     assert row1["back"] and row1["losses"] == 1 and row1["state"] == "idle"
+
+
+def test_a_links_text_is_its_setting_in_force_then():
+    assert link_text(Link()) == "unlimited"
+    assert link_text(Link(rate_mbps=10, latency_s=0.05)) == "10 Mbit/s, 50 ms"
+    traced = Link(rate_mbps=20, latency_s=0.04, trace=((10.0, 2.0, 0.15), (20.0, 20.0, 0.04)))
+    assert link_text(traced, 5.0) == "20 Mbit/s, 40 ms (trace)"
+    assert link_text(traced, 12.0) == "2 Mbit/s, 150 ms (trace)"
 
 
 def test_the_fleet_file_is_written_at_most_once_per_interval_and_keeps_finished_entries(tmp_path):

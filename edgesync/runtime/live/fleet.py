@@ -47,14 +47,14 @@ class _Track:
     lag: int | None = None
 
 
-def link_text(link: Any) -> str:
-    """'10 Mbit/s, 50 ms' (or 'unlimited', 'trace') for a link of emulation/links.py."""
+def link_text(link: Any, now: float = 0.0) -> str:
+    """'10 Mbit/s, 50 ms' (or 'unlimited') for a link of emulation/links.py; a traced link's setting in force
+    `now` seconds into the algorithm, marked 'trace'."""
     if link.unlimited:
         return "unlimited"
-    if link.trace:
-        return "trace"
-    rate = "∞" if link.rate_mbps is None else f"{link.rate_mbps:g} Mbit/s"
-    return f"{rate}, {1e3 * link.latency_s:g} ms"
+    at = link.at(now)
+    rate = "∞" if at.rate_mbps is None else f"{at.rate_mbps:g} Mbit/s"
+    return f"{rate}, {1e3 * at.latency_s:g} ms" + (" (trace)" if link.trace else "")
 
 
 class FleetView:
@@ -65,6 +65,7 @@ class FleetView:
         self.label: str | None = None
         self.tracks: dict[int, _Track] = {}
         self.static: dict[int, dict] = {}
+        self.links: dict[int, tuple] = {}
         self.identities: dict[int, set[bytes]] = {}  # each socket a rank spoke from: a restarted client's bytes add up
         self._written = -1e9
 
@@ -77,13 +78,12 @@ class FleetView:
     def start(self, label: str, scenario: Any, peers: dict) -> None:
         """A new entry trains: every client's counters start again."""
         self.label, self.tracks, self._written = label, {}, -1e9
-        self.static, self.identities = {}, {}
+        self.static, self.identities, self.links = {}, {}, {}
         for rank, peer in peers.items():
-            up, down = scenario.client_links(rank)
+            self.links[rank] = scenario.client_links(rank)  # (up, down): a traced one's text changes
             factor = FactorSampler(peer.profile, seed=scenario.seed, rank=rank).mean_factor
             self.static[rank] = {"client": rank, "host": peer.info.get("host"), "profile": peer.profile.label,
-                                 "factor": round(float(factor), 3), "uplink": link_text(up),
-                                 "downlink": link_text(down)}
+                                 "factor": round(float(factor), 3)}
 
     def instructed(self, rank: int, arrival_s: float) -> None:
         track = self.tracks.setdefault(rank, _Track())
@@ -140,8 +140,15 @@ class FleetView:
                 "lag": track.lag,
                 "bytes_up": sum(max(0, sock.bytes_in.get(i, 0) - in0.get(i, 0)) for i in idents),
                 "bytes_down": sum(max(0, sock.bytes_out.get(i, 0) - out0.get(i, 0)) for i in idents),
-                "last_seen_s": None if seen is None else round(max(0.0, mono - seen), 1)})
+                "last_seen_s": None if seen is None else round(max(0.0, mono - seen), 1),
+                **self._links(rank, now)})
         return rows
+
+    def _links(self, rank: int, now: float) -> dict[str, str]:
+        if rank not in self.links:
+            return {}
+        up, down = self.links[rank]
+        return {"uplink": link_text(up, now), "downlink": link_text(down, now)}
 
     @staticmethod
     def _state(coordinator: Any, rank: int, track: _Track, now: float, ended: bool) -> str:
