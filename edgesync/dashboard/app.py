@@ -52,7 +52,8 @@ class SharedPoll:
 def create_app(run_dir: Path, token: str | None = None, live: bool = False) -> Starlette:
     shared = SharedPoll(RunFeed(run_dir))
     page = resources.files("edgesync.dashboard").joinpath("page.html").read_text(encoding="utf-8")
-    page = page.replace("__RUN_DIR__", json.dumps(str(run_dir))).replace("__LIVE__", json.dumps(live))
+    in_script = json.dumps(str(run_dir)).replace("</", "<\\/")  # a folder named …</script> stays a string
+    page = page.replace("__RUN_DIR__", in_script).replace("__LIVE__", json.dumps(live))
 
     def allowed(request: Request) -> bool:
         if token is None:

@@ -190,6 +190,13 @@ def test_the_app_serves_the_page_plotly_and_the_state_and_streams_until_the_run_
     assert client.post("/api/state").status_code == 405  # read-only
 
 
+def test_a_folder_name_cannot_end_the_pages_script(tmp_path):
+    folder = tmp_path / "run<" / "script><script>alert(1)"  # the path reads …/run</script><script>alert(1)
+    folder.mkdir(parents=True)
+    page = TestClient(create_app(finished_folder(folder))).get("/").text
+    assert "</script><script>alert(1)" not in page and "<\\/script><script>alert(1)" in page
+
+
 def test_with_a_token_every_route_asks_for_it(tmp_path):
     client = TestClient(create_app(finished_folder(tmp_path), token="s3cret"))
     for route in ("/", "/plotly.min.js", "/api/state", "/api/stream"):
