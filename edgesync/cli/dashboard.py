@@ -63,3 +63,4 @@ def live_dashboard(run_dir: Path, bind: Optional[str]) -> Iterator[None]:
         yield
     finally:
         process.stop()
+        err.print(f"dashboard stopped; the same page from the folder: edgesync dashboard {run_dir}", highlight=False)

@@ -22,7 +22,7 @@ from test_faults import ENV, LONG_TIMEOUT_S, REPO, lab_for, metrics, scenario  #
 pytestmark = pytest.mark.slow
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-URL = re.compile(r"(http://\S+)")
+URL = re.compile(r"(http://\S+)\s")  # a whole address: the line may still be being written
 
 
 @pytest.fixture
@@ -42,13 +42,20 @@ def browser():
 
 
 def until(what, timeout_s: float, why: str, lab=None):
-    deadline = time.monotonic() + timeout_s
+    """`what()`'s first true value within `timeout_s`; a page caught mid-redraw (an element gone, a table not
+    drawn yet) is asked again, and the last such error is reported if the time runs out."""
+    from selenium.common.exceptions import WebDriverException
+    deadline, last = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
-        got = what()
+        try:
+            got = what()
+        except (WebDriverException, IndexError, KeyError, TypeError) as exc:
+            got, last = None, exc
         if got:
             return got
         time.sleep(0.2)
-    pytest.fail(f"timed out waiting for {why}" + (f":\n{lab.output()}" if lab else ""))
+    pytest.fail(f"timed out waiting for {why}" + (f" (last error: {last!r})" if last else "")
+                + (f":\n{lab.output()}" if lab else ""))
 
 
 def texts(driver, selector: str) -> list[list[str]]:
