@@ -14,13 +14,14 @@ import secrets
 import time
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from edgesync.dashboard.feed import RunFeed
+from edgesync.dashboard.feed import FIRST_CURSOR, RunFeed
 
 POLL_S = 0.5
 KEEPALIVE_S = 15.0
@@ -54,6 +55,7 @@ def create_app(run_dir: Path, token: str | None = None, live: bool = False) -> S
     page = resources.files("edgesync.dashboard").joinpath("page.html").read_text(encoding="utf-8")
     in_script = json.dumps(str(run_dir)).replace("</", "<\\/")  # a folder named …</script> stays a string
     page = page.replace("__RUN_DIR__", in_script).replace("__LIVE__", json.dumps(live))
+    page = page.replace("__TOKEN_QUERY__", f"?token={quote(token)}" if token else "")  # plotly.js asks for it too
 
     def allowed(request: Request) -> bool:
         if token is None:
@@ -80,7 +82,7 @@ def create_app(run_dir: Path, token: str | None = None, live: bool = False) -> S
 
     async def stream(request: Request) -> Response:
         async def events():
-            cursor = {"metrics": 0, "events": 0, "presence": 0, "fleet": -1}
+            cursor = FIRST_CURSOR
             quiet_since = time.monotonic()
             while not await request.is_disconnected():
                 feed = await shared.fresh()

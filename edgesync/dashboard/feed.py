@@ -26,6 +26,7 @@ from edgesync.metrics.seeds import split_seed
 
 READ_LIMIT = 8 << 20  # bytes read from one file per poll
 MAX_FIRST_POINTS = 2000  # per entry, in what a page arriving late is sent first (thinned evenly)
+FIRST_CURSOR = {"metrics": 0, "events": 0, "presence": 0, "fleet": -1}  # a new viewer's: it has seen nothing
 MAX_EVENTS = 2000
 MAX_PRESENCE = 20000
 CURVE_KEYS = ("algorithm", "time_s", "updates", "samples", "test_acc", "test_loss", "bytes_up", "bytes_down",
@@ -90,7 +91,7 @@ class RunFeed:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.tails = {name: Tail(self.run_dir / name) for name in (METRICS_FILE, EVENTS_FILE, UPDATES_FILE)}
-        self.metrics = Bounded(10 ** 9)
+        self.metrics = Bounded(10 ** 9)  # every evaluation (a few a second at most); a late page gets them thinned
         self.events = Bounded(MAX_EVENTS)
         self.presence = Bounded(MAX_PRESENCE)
         self.fleet: dict[str, Any] = {"current": None, "entries": {}}
@@ -138,7 +139,6 @@ class RunFeed:
                 self.summary = json.loads((self.run_dir / SUMMARY_FILE).read_text())
             except ValueError:  # written atomically, but a viewer may be given a folder mid-copy
                 self.summary = None
-            self._read_fleet()  # a finished simulator run's table
 
     def _scenario(self) -> dict[str, Any]:
         try:
@@ -204,8 +204,7 @@ class RunFeed:
         return out
 
     def state(self) -> dict[str, Any]:
-        cursor = {"metrics": 0, "events": 0, "presence": 0, "fleet": -1}
-        return self.since(cursor)[0]
+        return self.since(FIRST_CURSOR)[0]
 
     def since(self, cursor: dict[str, int]) -> tuple[dict[str, Any] | None, dict[str, int]]:
         """What is new for a viewer at `cursor` (None: nothing), and its next cursor. A new viewer's first

@@ -79,10 +79,10 @@ def test_the_fleet_view_tells_states_and_each_clients_pace_end_to_end(tmp_path):
 
 def test_a_links_text_is_its_setting_in_force_then():
     assert link_text(Link()) == "unlimited"
-    assert link_text(Link(rate_mbps=10, latency_s=0.05)) == "10 Mbit/s, 50 ms"
+    assert link_text(Link(rate_mbps=10, latency_s=0.05)) == "10 Mbit/s 50 ms"
     traced = Link(rate_mbps=20, latency_s=0.04, trace=((10.0, 2.0, 0.15), (20.0, 20.0, 0.04)))
-    assert link_text(traced, 5.0) == "20 Mbit/s, 40 ms (trace)"
-    assert link_text(traced, 12.0) == "2 Mbit/s, 150 ms (trace)"
+    assert link_text(traced, 5.0) == "20 Mbit/s 40 ms (trace)"
+    assert link_text(traced, 12.0) == "2 Mbit/s 150 ms (trace)"
 
 
 def test_the_fleet_file_is_written_at_most_once_per_interval_and_keeps_finished_entries(tmp_path):
@@ -203,6 +203,9 @@ def test_with_a_token_every_route_asks_for_it(tmp_path):
         assert client.get(route).status_code == 401, route
         assert client.get(route + "?token=wrong").status_code == 401, route
     assert client.get("/api/state?token=s3cret").status_code == 200
+    page = client.get("/?token=s3cret").text  # the page loads plotly.js with the token too
+    assert '<script src="plotly.min.js?token=s3cret">' in page
+    assert client.get("/plotly.min.js?token=s3cret").status_code == 200
     assert client.get("/api/state", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 

@@ -48,20 +48,17 @@ class _Track:
 
 
 def link_text(link: Any, now: float = 0.0) -> str:
-    """'10 Mbit/s, 50 ms' (or 'unlimited') for a link of emulation/links.py; a traced link's setting in force
-    `now` seconds into the algorithm, marked 'trace'."""
-    if link.unlimited:
-        return "unlimited"
-    at = link.at(now)
-    rate = "∞" if at.rate_mbps is None else f"{at.rate_mbps:g} Mbit/s"
-    return f"{rate}, {1e3 * at.latency_s:g} ms" + (" (trace)" if link.trace else "")
+    """The link as the join log describes it (`Link.describe`); a traced link's setting in force `now` seconds
+    into the algorithm, marked '(trace)'."""
+    return link.at(now).describe() + (" (trace)" if link.trace else "")
 
 
 class FleetView:
     def __init__(self, run_dir: Path | None, every_s: float = EVERY_S):
         self.path = None if run_dir is None else Path(run_dir) / FLEET_FILE
         self.every_s = every_s
-        self.entries: dict[str, dict] = self._earlier()  # a sweep's or a resumed run's earlier coordinators'
+        # finished entries, encoded once: a sweep's or a resumed run's earlier coordinators', and this one's
+        self.done: dict[str, str] = self._earlier()
         self.label: str | None = None
         self.tracks: dict[int, _Track] = {}
         self.static: dict[int, dict] = {}
@@ -69,10 +66,11 @@ class FleetView:
         self.identities: dict[int, set[bytes]] = {}  # each socket a rank spoke from: a restarted client's bytes add up
         self._written = -1e9
 
-    def _earlier(self) -> dict[str, dict]:
+    def _earlier(self) -> dict[str, str]:
         try:
-            return dict(json.loads(self.path.read_text())["entries"]) if self.path is not None else {}
-        except (OSError, ValueError, KeyError, TypeError):  # none yet, or not one this view can add to
+            entries = json.loads(self.path.read_text())["entries"] if self.path is not None else {}
+            return {label: json.dumps(entry, allow_nan=False) for label, entry in entries.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none yet, or not one to add to
             return {}
 
     def start(self, label: str, scenario: Any, peers: dict) -> None:
@@ -111,10 +109,14 @@ class FleetView:
         if self.path is None or self.label is None or (now - self._written < self.every_s and not final):
             return
         self._written = now
-        self.entries[self.label] = {"label": self.label, "time_s": round(now, 3), "wall_clock": time.time(),
-                                    "final": final, "clients": self.rows(coordinator, now, ended=final)}
+        entry = json.dumps({"label": self.label, "time_s": round(now, 3), "wall_clock": time.time(), "final": final,
+                            "clients": self.rows(coordinator, now, ended=final)}, allow_nan=False)
+        self.done.pop(self.label, None)  # the entry in progress goes last, as the newest
+        entries = ", ".join(f"{json.dumps(label)}: {text}" for label, text in [*self.done.items(), (self.label, entry)])
+        if final:
+            self.done[self.label] = entry
         tmp = self.path.with_name(f".{FLEET_FILE}.tmp")
-        tmp.write_text(json.dumps({"current": self.label, "entries": self.entries}, allow_nan=False))
+        tmp.write_text(f'{{"current": {json.dumps(self.label)}, "entries": {{{entries}}}}}')
         os.replace(tmp, self.path)
 
     def rows(self, coordinator: Any, now: float, ended: bool = False) -> list[dict]:
