@@ -5,8 +5,6 @@ that knows how a module's tensors map onto them. Order is `model.parameters()` /
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -14,16 +12,6 @@ from torch import nn
 def float_buffers(model: nn.Module) -> list[torch.Tensor]:
     """Buffers that carry statistics (BatchNorm means/variances); integer counters are skipped."""
     return [b for b in model.buffers() if b.is_floating_point()]
-
-
-def all_finite(t: torch.Tensor) -> bool:
-    """Whether every value of `t` is finite. One summing pass decides the common case: a NaN or an Inf anywhere
-    makes the sum NaN or ±Inf, so a finite sum proves every value finite (`isfinite(t).all()` costs about twenty
-    copies of t: a bool tensor, then its reduction); only a non-finite sum (a bad value, or finite values whose
-    sum overflows) takes the exact test."""
-    if not t.is_floating_point() or t.numel() == 0:
-        return True
-    return math.isfinite(t.sum().item()) or bool(torch.isfinite(t).all())
 
 
 def num_params(model: nn.Module) -> int:

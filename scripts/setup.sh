@@ -46,7 +46,9 @@ pip_install() {  # quiet unless it fails; then the end of pip's log says why
     fi
 }
 example=examples/edgesync-feddyn  # an extension from outside the package: the suite runs it in every runtime
-want=$(cat requirements.txt requirements-torch.txt pyproject.toml "$example/pyproject.toml" | sha256sum | cut -d' ' -f1)
+# setup.py and the C file: a changed extension is built again (edgesync/_buffer_checks.c)
+want=$(cat requirements.txt requirements-torch.txt pyproject.toml setup.py edgesync/_buffer_checks.c \
+       "$example/pyproject.toml" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then
         say "installing torch and torchvision ($(tr '\n' ' ' < requirements-torch.txt))"

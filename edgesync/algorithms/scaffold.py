@@ -57,7 +57,7 @@ from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, local_epochs_
 from edgesync.algorithms.machinery.base import (AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update,
                                                 UpdateFormat)
 from edgesync.algorithms.machinery.participation import ParticipationConfig
-from edgesync.params import all_finite
+from edgesync.buffer_checks import all_finite
 
 
 class ScaffoldConfig(ParticipationConfig):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from edgesync.buffer_checks import index_range
+
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 INDEX_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 
@@ -72,7 +74,7 @@ def _payload(tensors: dict[str, torch.Tensor], name: str, numel: int
                          f"and {values.numel()} values")
     idx = idx.long()
     if idx.numel():
-        low, high = (int(v) for v in torch.aminmax(idx))  # one pass, not two
+        low, high = index_range(idx)
         if low < 0 or high >= numel:
             raise ValueError(f"payload {name!r}: index out of range [0, {numel}): "
                              f"min {low}, max {high}")

@@ -123,6 +123,9 @@ class Message:
     meta: dict[str, Any] = field(default_factory=dict)
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     clock: float | None = None  # the algorithm's clock on arrival (while one runs; a client's: its estimate)
+    # a received tensor's frame, the memory it views, by name: the update check reads these in C without a call
+    # into torch (buffer_checks.py); empty in a message built here
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def _header(self, specs: list) -> dict:
         header = {"proto": PROTOCOL_NAME, "v": PROTOCOL_VERSION, "type": self.type, "meta": self.meta,
@@ -183,16 +186,17 @@ class Message:
             raise ProtocolError("header fields 'meta' must be an object and 'tensors' a list")
         if len(specs) != len(frames) - 1:
             raise ProtocolError(f"header lists {len(specs)} tensors but {len(frames) - 1} data frames came")
-        tensors = {}
+        tensors, raw = {}, {}
         for spec, frame in zip(specs, frames[1:]):
-            name, t = _tensor(spec, _buffer(frame))
+            buf = _buffer(frame)
+            name, t = _tensor(spec, buf)
             if name in tensors:  # a second one would silently replace the first
                 raise ProtocolError(f"tensor {name!r} is listed twice")
-            tensors[name] = t
+            tensors[name], raw[name] = t, buf
         clock = header.get("clock")
         if clock is not None and (type(clock) not in (int, float) or not math.isfinite(clock)):
             raise ProtocolError(f"header field 'clock' must be a number of seconds, not {clock!r}")
-        return cls(kind, meta, tensors, None if clock is None else float(clock))
+        return cls(kind, meta, tensors, None if clock is None else float(clock), raw)
 
 
 def _flat_bytes(t: torch.Tensor) -> tuple[np.ndarray, memoryview | bytes]:

@@ -7,11 +7,12 @@ import pytest
 import torch
 from raw_client import GatedClient, RawClient
 
-from edgesync import algorithms
+from edgesync import algorithms, buffer_checks
 from edgesync.algorithms.machinery.base import ModelState
 from edgesync.metrics.recorder import read_jsonl
 from edgesync.runtime.bookkeeping.update_check import UpdateCheck, UpdateRefused
 from edgesync.transport.fields import check_client_fields
+from edgesync.transport import protocol
 from edgesync.transport.protocol import Message, ProtocolError
 
 P, B = 10, 3  # a toy model: 10 parameters, 3 buffer entries
@@ -22,6 +23,23 @@ def check_for(name: str, **config) -> UpdateCheck:
     initial = ModelState(torch.zeros(P), torch.zeros(B))
     server = spec.server(spec.config(name=name, **config), initial, [0, 1])
     return UpdateCheck.for_server(server, initial)
+
+
+@pytest.fixture(params=["tensors", "frames", "torch"])
+def way(request, monkeypatch):
+    """How the values are checked (buffer_checks.py): over the tensors' memory, over the frames they arrived in
+    (the coordinator's way), or in torch (a machine where the C extension is not built)."""
+    if request.param != "torch" and not buffer_checks.NATIVE:
+        pytest.skip("the C extension is not built here (no C compiler at install)")
+    monkeypatch.setattr(buffer_checks, "NATIVE", request.param != "torch")
+    return request.param
+
+
+def run_check(check: UpdateCheck, tensors: dict[str, torch.Tensor], way: str) -> None:
+    if way == "frames":  # sent and received as the coordinator receives it
+        msg = Message.from_frames(protocol.update({}, tensors).to_frames(), protocol.CLIENT_TYPES)
+        return check.check(msg.tensors, raw=msg.raw)
+    return check.check(tensors)
 
 
 def good(**extra) -> dict[str, torch.Tensor]:
@@ -53,27 +71,28 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("tensors,reason", REFUSED, ids=[r for _, r in REFUSED])
-def test_bad_asgd_update_is_refused_with_the_reason(tensors, reason):
+def test_bad_asgd_update_is_refused_with_the_reason(tensors, reason, way):
     with pytest.raises(UpdateRefused) as info:
-        check_for("asgd").check(tensors)
+        run_check(check_for("asgd"), tensors, way)
     assert reason in str(info.value)
 
 
-def test_good_updates_pass():
-    check_for("asgd").check(good())
-    check_for("asgd").check({"grad": torch.zeros(P)})  # no buffers: a model without BatchNorm
-    check_for("local_sgd").check({"delta": torch.ones(P)})
-    check_for("easgd").check({"params": torch.ones(P)})
+def test_good_updates_pass(way):
+    run_check(check_for("asgd"), good(), way)
+    run_check(check_for("asgd"), {"grad": torch.zeros(P)}, way)  # no buffers: a model without BatchNorm
+    run_check(check_for("local_sgd"), {"delta": torch.ones(P)}, way)
+    run_check(check_for("easgd"), {"params": torch.ones(P)}, way)
 
 
-def test_the_finite_check_sums_once_and_is_exact_where_the_sum_is_not_finite():
-    """The check's fast path is one sum; finite values whose sum overflows still pass (the exact test decides),
-    and +Inf beside −Inf (a NaN sum) is still refused."""
-    check_for("asgd").check({"grad": torch.full((P,), 3e38)})  # Σ = inf, every value finite
+def test_the_finite_check_is_exact_where_a_sum_is_not_finite(way):
+    """Torch's fast path is one sum; finite values whose sum overflows still pass (the exact test decides), and
+    +Inf beside −Inf (a NaN sum) is still refused. The C path counts exponents: the same answers."""
+    run_check(check_for("asgd"), {"grad": torch.full((P,), 3e38)}, way)  # Σ = inf, every value finite
     with pytest.raises(UpdateRefused, match="2 of 10 values"):
-        check_for("asgd").check({"grad": with_value(with_value(torch.ones(P), 0, float("inf")), 1, float("-inf"))})
+        run_check(check_for("asgd"), {"grad": with_value(with_value(torch.ones(P), 0, float("inf")), 1,
+                                                         float("-inf"))}, way)
     with pytest.raises(UpdateRefused, match="1 of 10 values"):
-        check_for("asgd").check({"grad": with_value(torch.full((P,), -3e38), 4, float("nan"))})
+        run_check(check_for("asgd"), {"grad": with_value(torch.full((P,), -3e38), 4, float("nan"))}, way)
 
 
 def sparse(idx, val, idx_dtype=torch.int32, val_dtype=torch.float32) -> dict[str, torch.Tensor]:
@@ -94,17 +113,17 @@ SPARSE_REFUSED = [
 
 
 @pytest.mark.parametrize("tensors,reason", SPARSE_REFUSED, ids=[r for _, r in SPARSE_REFUSED])
-def test_bad_sparse_update_is_refused_with_the_reason(tensors, reason):
+def test_bad_sparse_update_is_refused_with_the_reason(tensors, reason, way):
     with pytest.raises(UpdateRefused) as info:
-        check_for("dgs", value_dtype="float16").check(tensors)
+        run_check(check_for("dgs", value_dtype="float16"), tensors, way)
     assert reason in str(info.value)
 
 
-def test_good_sparse_and_dense_dgs_updates_pass():
+def test_good_sparse_and_dense_dgs_updates_pass(way):
     check = check_for("dgs", value_dtype="float16")
-    check.check(sparse([0, 9], [1.0, -1.0], idx_dtype=torch.int64, val_dtype=torch.float16))
-    check.check({"delta": torch.ones(P, dtype=torch.float16), "buffers": torch.ones(B)})
-    check.check(sparse([], []))  # nothing worth sending this time
+    run_check(check, sparse([0, 9], [1.0, -1.0], idx_dtype=torch.int64, val_dtype=torch.float16), way)
+    run_check(check, {"delta": torch.ones(P, dtype=torch.float16), "buffers": torch.ones(B)}, way)
+    run_check(check, sparse([], []), way)  # nothing worth sending this time
 
 
 FIELDS_REFUSED = [

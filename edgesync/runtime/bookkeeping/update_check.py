@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from edgesync.algorithms.machinery.base import ModelState, ServerAlgorithm
-from edgesync.params import all_finite
+from edgesync.buffer_checks import all_finite, index_range, nonfinite_count
 
 MODEL_FIELDS = ("grad", "delta", "params")  # what an update's main tensor may be called
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -56,34 +56,42 @@ class UpdateCheck:
                    initial.buffers.numel(), frozenset(fmt.value_dtypes), fmt.sparse,
                    bool(getattr(server, "all_reduce", False)))
 
-    def check(self, tensors: dict[str, torch.Tensor], ring: bool = False) -> None:
+    def check(self, tensors: dict[str, torch.Tensor], ring: bool = False, raw: dict | None = None) -> None:
         """Raise UpdateRefused unless `tensors` is a well-formed, finite update of this algorithm (`ring`:
-        an all-reduce report, as its metadata says)."""
+        an all-reduce report, as its metadata says; `raw`: the frames the tensors view, `Message.raw`, which the
+        value checks read without calling into torch)."""
+        raw = raw or {}
         if ring and self.all_reduce:
             for name in tensors:
                 if name not in ("mean", "buffers"):
                     raise UpdateRefused(f"tensor {name!r} is not part of a {self.algorithm} all-reduce report "
                                         "(expected nothing, or 'mean' and optionally 'buffers')")
             if "mean" in tensors:
-                self._dense("mean", tensors["mean"], self.params, {torch.float32}, "the model's parameters")
+                self._dense("mean", tensors, raw, self.params, {torch.float32}, "the model's parameters")
             if "buffers" in tensors:
-                self._dense("buffers", tensors["buffers"], self.buffers, {torch.float32}, "the model's buffers")
+                self._dense("buffers", tensors, raw, self.buffers, {torch.float32}, "the model's buffers")
             return
-        main = [n for n in self.fields if n in tensors]
-        sparse = [f"{n}{part}" for n in self.fields for part in (".idx", ".val")
-                  if self.sparse and f"{n}{part}" in tensors]
-        expected = self._expected()
+        # one loop, no list or text built unless refused: this runs for every update, often cold (buffer_checks.py)
+        main, sparse = [], set()  # dense main tensors; bases of sparse ones (NAME of NAME.idx / NAME.val)
         for name in tensors:
-            if name != "buffers" and name not in main and name not in sparse:
-                raise UpdateRefused(f"tensor {name!r} is not part of a {self.algorithm} update (expected {expected})")
-        if len(main) + (1 if sparse else 0) != 1:
-            raise UpdateRefused(f"a {self.algorithm} update carries {expected}; this one has {sorted(tensors) or 'none'}")
+            if name == "buffers":
+                continue
+            if name in self.fields:
+                main.append(name)
+            elif self.sparse and name[-4:] in (".idx", ".val") and name[:-4] in self.fields:
+                sparse.add(name[:-4])
+            else:
+                raise UpdateRefused(f"tensor {name!r} is not part of a {self.algorithm} update "
+                                    f"(expected {self._expected()})")
+        if len(main) + len(sparse) != 1:
+            raise UpdateRefused(f"a {self.algorithm} update carries {self._expected()}; "
+                                f"this one has {sorted(tensors) or 'none'}")
         if main:
-            self._dense(main[0], tensors[main[0]], self.params, self.value_dtypes, "the model's parameters")
+            self._dense(main[0], tensors, raw, self.params, self.value_dtypes, "the model's parameters")
         else:
-            self._sparse(sparse[0].rsplit(".", 1)[0], tensors)
+            self._sparse(sparse.pop(), tensors, raw)
         if "buffers" in tensors:
-            self._dense("buffers", tensors["buffers"], self.buffers, {torch.float32}, "the model's buffers")
+            self._dense("buffers", tensors, raw, self.buffers, {torch.float32}, "the model's buffers")
 
     def _expected(self) -> str:
         main = " or ".join(repr(n) for n in self.fields)
@@ -91,14 +99,16 @@ class UpdateCheck:
             main += " (dense, or sparse as NAME.idx + NAME.val)"
         return f"{main}, and optionally 'buffers'"
 
-    def _dense(self, name: str, t: torch.Tensor, numel: int, dtypes, what: str) -> None:
+    def _dense(self, name: str, tensors: dict, raw: dict, numel: int, dtypes, what: str) -> None:
+        t = tensors[name]
         if t.dtype not in dtypes:
             raise UpdateRefused(f"tensor {name!r}: dtype {_names([t.dtype])}, expected {_names(dtypes)}")
-        if t.dim() != 1 or t.numel() != numel:
-            raise UpdateRefused(f"tensor {name!r}: shape {list(t.shape)}, expected [{numel}] ({what})")
-        _finite(name, t)
+        shape = t.shape  # one call for both the dimension and the length
+        if len(shape) != 1 or shape[0] != numel:
+            raise UpdateRefused(f"tensor {name!r}: shape {list(shape)}, expected [{numel}] ({what})")
+        _finite(name, t, raw.get(name))
 
-    def _sparse(self, name: str, tensors: dict[str, torch.Tensor]) -> None:
+    def _sparse(self, name: str, tensors: dict[str, torch.Tensor], raw: dict) -> None:
         idx_key, val_key = f"{name}.idx", f"{name}.val"
         if idx_key not in tensors or val_key not in tensors:
             missing = idx_key if idx_key not in tensors else val_key
@@ -109,22 +119,23 @@ class UpdateCheck:
         if values.dtype not in self.value_dtypes:
             raise UpdateRefused(f"tensor {val_key!r}: dtype {_names([values.dtype])}, "
                                 f"expected {_names(self.value_dtypes)}")
-        if idx.dim() != 1 or values.dim() != 1 or idx.numel() != values.numel():
-            raise UpdateRefused(f"sparse {name!r}: shapes {list(idx.shape)} and {list(values.shape)}, "
+        idx_shape, val_shape = idx.shape, values.shape
+        if len(idx_shape) != 1 or len(val_shape) != 1 or idx_shape[0] != val_shape[0]:
+            raise UpdateRefused(f"sparse {name!r}: shapes {list(idx_shape)} and {list(val_shape)}, "
                                 "expected two 1-D tensors of the same length")
-        if idx.numel() > self.params:
-            raise UpdateRefused(f"sparse {name!r}: {idx.numel()} entries, expected at most {self.params} "
+        if idx_shape[0] > self.params:
+            raise UpdateRefused(f"sparse {name!r}: {idx_shape[0]} entries, expected at most {self.params} "
                                 "(the model's parameters)")
-        if idx.numel():
-            low, high = (int(v) for v in torch.aminmax(idx))  # one pass, not two
+        if idx_shape[0]:
+            low, high = index_range(idx, raw.get(idx_key))
             if low < 0 or high >= self.params:
                 raise UpdateRefused(f"tensor {idx_key!r}: indices from {low} to {high}, "
                                     f"expected [0, {self.params}) (the model's parameters)")
-        _finite(val_key, values)
+        _finite(val_key, values, raw.get(val_key))
 
 
-def _finite(name: str, t: torch.Tensor) -> None:
-    if not all_finite(t):  # one pass in the common case (params.py)
-        bad = int((~torch.isfinite(t)).sum())
+def _finite(name: str, t: torch.Tensor, raw) -> None:
+    if not all_finite(t, raw):  # one pass (buffer_checks.py)
+        bad = nonfinite_count(t, raw)
         raise UpdateRefused(f"tensor {name!r}: {bad} of {t.numel()} values are NaN or Inf; "
                             "refused, the global model is unchanged", nonfinite=True)

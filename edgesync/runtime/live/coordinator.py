@@ -266,7 +266,7 @@ class Coordinator(Rejoin):
         try:
             if msg.type == T.UPDATE:
                 try:
-                    self.update_check.check(msg.tensors, "ring" in msg.meta)
+                    self.update_check.check(msg.tensors, "ring" in msg.meta, msg.raw)
                 except UpdateRefused as exc:  # before the server half: the global model is untouched
                     self._refuse(rank, "UPDATE", str(exc))
                     return self._fresh_start(server, rank, exc.nonfinite)

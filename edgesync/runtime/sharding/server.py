@@ -262,7 +262,7 @@ class ShardServer:
         if self.server is None:
             return  # between algorithms: the lead has ended this one
         try:
-            self.check.check(msg.tensors)
+            self.check.check(msg.tensors, raw=msg.raw)
         except UpdateRefused as exc:
             # The lead may still apply the update (its own part was fine): this shard then applies nothing
             # to its slice but counts the update, so that its server half decides as the lead's does.

@@ -121,7 +121,7 @@ class CoordinatorWork:
         t0 = time.perf_counter()
         msg = Message.from_frames(frames, protocol.CLIENT_TYPES)
         try:
-            self.check.check(msg.tensors)
+            self.check.check(msg.tensors, raw=msg.raw)
         except UpdateRefused:
             pass  # the simulator applies every update (a diverged model shows at its next evaluation): only the time counts
         t1 = time.perf_counter()
