@@ -97,6 +97,39 @@ def memcpy_s(nbytes: int, cold: bool) -> float:
     return statistics.median(times)
 
 
+def cache_size(level: int) -> str:
+    """This machine's cache of that level per core as the kernel lists it ('2048K'), else '?'."""
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (index / "level").read_text().strip() == str(level) and \
+                    (index / "type").read_text().strip() in ("Unified", "Data"):
+                return (index / "size").read_text().strip()
+        except OSError:
+            continue
+    return "?"
+
+
+def passes_s(numel: int) -> dict[str, float]:
+    """Median seconds of two passes over model-sized float32 vectors, warm: one that reads two vectors and
+    writes one of them in place (`a.add_(b)`), and one that reads two and writes a third (`torch.add(a, b,
+    out=c)`). On a machine whose per-core cache holds two such vectors but not three, the second runs from the
+    next level down: why an apply's ratio to its floor differs between machines of the same size."""
+    import torch
+
+    a, b, c = torch.randn(numel), torch.randn(numel), torch.empty(numel)
+    out = {}
+    for name, op in (("in_place", lambda: a.add_(b, alpha=1e-9)), ("three_vectors", lambda: torch.add(a, b, out=c))):
+        for _ in range(30):
+            op()
+        times = []
+        for _ in range(300):
+            t0 = time.perf_counter()
+            op()
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times)
+    return out
+
+
 def prepared(names: list[str]):
     from edgesync.config import load_scenario
     from edgesync.metrics.recorder import RunRecorder
@@ -135,7 +168,20 @@ def floors(name: str, parts: dict, vector_bytes: int, copy) -> dict:
 
 
 def render(data: dict) -> str:
-    return render_parts(data) + "\n\n" + render_served(data)
+    return render_parts(data) + "\n\n" + render_machine(data) + "\n\n" + render_served(data)
+
+
+def render_machine(data: dict) -> str:
+    """One line on this machine's caches: what makes the same code's ratios differ between machines."""
+    m = data.get("machine")
+    if not m:
+        return "_This machine's caches: not measured by this version of the benchmark._"
+    p = m["passes"]
+    return (f"_This machine: {m['cpu']}, L2 {m['l2']} per core; a vector of the model's size is "
+            f"{m['vector_bytes'] / 2**20:.2f} MB. A pass that reads two such vectors and writes a third "
+            f"(`torch.add(a, b, out=c)`) takes {1e6 * p['three_vectors']:.0f} µs, "
+            f"{p['three_vectors'] / p['in_place']:.1f}× one that reads two and writes one of them in place "
+            f"(`a.add_(b)`, {1e6 * p['in_place']:.0f} µs)._")
 
 
 def render_parts(data: dict) -> str:
@@ -226,7 +272,11 @@ def main() -> None:
             results[config.name].append({"parts": parts, "floors": floors(config.name, parts, vector_bytes, copy)})
             print(f"[{rep + 1}/{args.repeats} {time.time() - t0:.0f} s] {config.name}: " + ", ".join(
                 f"{p} {1e6 * m['s']:.0f} µs" for p, m in parts.items()), file=sys.stderr, flush=True)
-    data = {"params": sim.initial.params.numel(), "repeats": args.repeats, "algorithms": results,
+    from edgesync.docs_data import cpu_model
+
+    machine = {"cpu": cpu_model(), "l2": cache_size(2), "vector_bytes": vector_bytes,
+               "passes": passes_s(sim.initial.params.numel())}
+    data = {"params": sim.initial.params.numel(), "repeats": args.repeats, "algorithms": results, "machine": machine,
             "before": earlier_costs(ROOT / "docs" / "benchmarks.md")}
     print(render(data))
     if args.write_docs:

@@ -125,8 +125,22 @@ def current_block(doc: Path, block: str) -> dict | None:
     return {"note": note.strip().removeprefix("_Written by ").removesuffix("_").rstrip("."), "table": table} if table else None
 
 
+def cpu_model() -> str:
+    """The processor's name as the OS gives it ('AMD EPYC', 'Intel(R) Xeon(R) Processor'), else the architecture:
+    figures that depend on caches and memory differ between two VMs of the same size."""
+    import platform
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def ran_on(with_torch: bool = False) -> str:
-    """Where and when a benchmark ran, as its note says it: 'vm (x86_64, 2 cores), 2026-11-27'."""
+    """Where and when a benchmark ran, as its note says it: 'vm (AMD EPYC, x86_64, 2 cores), 2026-11-27'."""
     import os
     import platform
     import time
@@ -134,7 +148,7 @@ def ran_on(with_torch: bool = False) -> str:
     if with_torch:
         import torch as _torch
         torch = f", torch {_torch.__version__}"
-    return (f"{platform.node()} ({platform.machine()}, {len(os.sched_getaffinity(0))} cores{torch}), "
+    return (f"{platform.node()} ({cpu_model()}, {platform.machine()}, {len(os.sched_getaffinity(0))} cores{torch}), "
             f"{time.strftime('%Y-%m-%d')}")
 
 

@@ -16,6 +16,7 @@ from edgesync.reproduce.claims import CLAIMS
 from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
 from edgesync.runtime.runs import run_scenario
 from edgesync.config import load_scenario
+from edgesync.docs_data import cpu_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = "reproduce.json"
@@ -35,14 +36,7 @@ def folder_key(out: Path) -> str | None:
 
 def machine() -> str:
     """This machine in a few words: CPU model, cores this process may use, OS."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return f"{cpu}, {cores} cores, {platform.system()} {platform.release()}"
 
