@@ -74,3 +74,20 @@ def client_process():
                 return proc
         raise AssertionError(f"no client process with --rank {rank} under PID {parent.pid}")
     return find
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    """With $EDGESYNC_TEST_CPU set (scripts/suite_cpu.py), this process names the test it is running in a file
+    of that folder, so that the poller can charge the CPU of this process and of everything it starts to it."""
+    folder = os.environ.get("EDGESYNC_TEST_CPU")
+    if not folder:
+        yield
+        return
+    mark = os.path.join(folder, f"{os.getpid()}.test")
+    with open(mark, "w", encoding="utf-8") as f:
+        f.write(item.nodeid)
+    try:
+        yield
+    finally:
+        os.unlink(mark)
