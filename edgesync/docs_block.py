@@ -51,6 +51,7 @@ WRITERS = {
     "peers": "benchmarks/peers/harness.py --write-docs",
     "coordinator_floor": "benchmarks/coordinator_floor.py --write-docs",
     "dashboard_overhead": "benchmarks/dashboard_overhead.py --write-docs",
+    "suite_cpu": "scripts/suite_cpu.py --write-docs -- bash scripts/test.sh",
 }
 _BLOCK = re.compile(r"<!-- (?P<name>[\w:.\-]+):begin -->\n(?P<body>.*?)\n<!-- (?P=name):end -->", re.S)
 

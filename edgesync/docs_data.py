@@ -61,6 +61,7 @@ RENDERERS = {
     "peers": "benchmarks/peers/report.py:render",
     "coordinator_floor": "benchmarks/coordinator_floor.py:render",
     "dashboard_overhead": "benchmarks/dashboard_overhead.py:render",
+    "suite_cpu": "scripts/suite_cpu.py:render",
 }
 
 

@@ -2,13 +2,16 @@
 process's CPU time to the test its nearest pytest ancestor was running then (tests/conftest.py names it in a
 file while $EDGESYNC_TEST_CPU is set), else to the kind of process it is.
 
-    .venv/bin/python scripts/suite_cpu.py [--out FILE] -- bash scripts/test.sh
+    .venv/bin/python scripts/suite_cpu.py [--out FILE] [--write-docs] -- bash scripts/test.sh
+    .venv/bin/python scripts/suite_cpu.py --from FILE --write-docs     # the block from a run --out kept
 
 The suite on 2 cores is CPU-bound (docs/testing.md): its time is its CPU time over the cores, so what shortens
 it is less CPU, and this says where the CPU is. A process's CPU is read from /proc/PID/stat (user + system)
 every --interval seconds; a process that lives shorter than that between two polls is missed (a fraction of a
-second of CPU each). Prints the tests, the modules and the process kinds that took the most CPU-seconds; --out
-writes all of them as JSON.
+second of CPU each). The poller itself takes CPU beside the suite, so the suite's wall time under it is longer
+than without it; the CPU-seconds it charges are the suite's own. Prints the tests, the modules and the process
+kinds that took the most CPU-seconds; --out writes all of them as JSON; --write-docs puts the modules and process
+kinds into docs/testing.md (`suite_cpu`) and the figures into docs/data/suite_cpu.json.
 """
 from __future__ import annotations
 
@@ -22,7 +25,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
 TICK = os.sysconf("SC_CLK_TCK")
+BLOCK = "suite_cpu"
+SHOWN = {"modules": 25, "kinds": 15}  # rows of each table the block shows; the data file keeps every one
 
 
 def read_stat(pid: str) -> tuple[int, float] | None:
@@ -57,9 +65,16 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=0.25)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--from", dest="source", type=Path, help="a run's --out file: write its block, run nothing")
+    ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
+    if args.source:
+        write_docs(json.loads(args.source.read_text()))
+        return
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("give the command to run after --, or --from FILE")
     marks = Path(tempfile.mkdtemp(prefix="suite-cpu-"))
     before = {pid for pid in os.listdir("/proc") if pid.isdigit()}  # never charged: not the suite's
     proc = subprocess.Popen(command, env={**os.environ, "EDGESYNC_TEST_CPU": str(marks)})
@@ -104,10 +119,61 @@ def main() -> None:
         print(f"\nCPU-s by {title}, the top {args.top}:")
         for name, cpu in sorted(table.items(), key=lambda kv: -kv[1])[:args.top]:
             print(f"{cpu:8.1f}  {name}")
+    record = {"command": " ".join(command), "wall_s": wall, "cpu_s": total, "returncode": proc.returncode,
+              "tests": by_test, "kinds": by_kind, "test_kinds": by_test_kind}
     if args.out:
-        args.out.write_text(json.dumps({"wall_s": wall, "cpu_s": total, "tests": by_test, "kinds": by_kind,
-                                        "test_kinds": by_test_kind}, indent=1))
+        args.out.write_text(json.dumps(record, indent=1))
+    if args.write_docs:
+        write_docs(record)
     sys.exit(proc.returncode)
+
+
+def label(kind: str) -> str:
+    """A process kind as the tables name it: the command and its subcommand, without options, addresses or
+    tokens (one row for every flwr-clientapp, whatever its port)."""
+    words = kind.split()
+    if words[:2] == ["-u", "-c"]:
+        return "pytest-xdist worker"
+    if words[:1] == ["-c"]:
+        return "multiprocessing worker" if "multiprocessing" in kind else "python -c"
+    keep = words[:1] + [w for w in words[1:2] if not w.startswith("-") and not any(c in w for c in ":=/")]
+    return " ".join(keep) or "?"
+
+
+def summary(record: dict) -> dict:
+    """What the block keeps of a run: its totals, every module's CPU-seconds and every process kind's."""
+    modules: dict[str, float] = defaultdict(float)
+    for test, cpu in record["tests"].items():
+        modules[test.split("::")[0]] += cpu
+    kinds: dict[str, float] = defaultdict(float)
+    for kind, cpu in record["kinds"].items():
+        kinds[label(kind)] += cpu
+    ordered = lambda table: {k: round(v, 1) for k, v in sorted(table.items(), key=lambda kv: -kv[1])}  # noqa: E731
+    return {"command": record["command"], "wall_s": round(record["wall_s"], 1), "cpu_s": round(record["cpu_s"], 1),
+            "modules": ordered(modules), "kinds": ordered(kinds)}
+
+
+def render(data: dict) -> str:
+    total = data["cpu_s"]
+    lines = [f"The suite's CPU: {total:,.0f} CPU-seconds in {data['wall_s']:,.0f} s of wall time under the poller. "
+             f"By test module (the {SHOWN['modules']} largest; a test's share includes every process it started; "
+             "`(no test)`: a process's CPU outside any test, `(detached)`: a process that left the suite's tree):",
+             "", "| test module | CPU-s | share |", "|---|---:|---:|"]
+    for name, cpu in list(data["modules"].items())[:SHOWN["modules"]]:
+        lines.append(f"| `{name}` | {cpu:,.1f} | {100 * cpu / total:.1f} % |")
+    lines += ["", f"By process kind (the {SHOWN['kinds']} largest; the tests of the timing and the Ray lane run in "
+              "their `pytest` process, the parallel lane's in its xdist workers):", "", "| process | CPU-s | share |", "|---|---:|---:|"]
+    for name, cpu in list(data["kinds"].items())[:SHOWN["kinds"]]:
+        lines.append(f"| `{name}` | {cpu:,.1f} | {100 * cpu / total:.1f} % |")
+    return "\n".join(lines)
+
+
+def write_docs(record: dict) -> None:
+    from edgesync.docs_data import data_note, ran_on, write_block
+
+    note = (f"_Written by `scripts/suite_cpu.py --write-docs -- {record['command']}` on {ran_on()}; "
+            f"{data_note(BLOCK)}._")
+    write_block(ROOT / "docs" / "testing.md", BLOCK, note, summary(record))
 
 
 def _descends(pid: str, stats: dict, root: str) -> bool:
