@@ -60,6 +60,20 @@ def shared_calibration_cache_and_own_ray(tmp_path_factory: pytest.TempPathFactor
         yield
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Reports without their plots (metrics/report.py), unless the caller says otherwise: drawing them was a few
+    # CPU-seconds at the end of every run, in a CPU-bound suite (scripts/suite_cpu.py); the tests of the plots
+    # ask for them (`plots`). Set before the test modules are imported: several copy os.environ for the
+    # commands they start.
+    os.environ.setdefault("EDGESYNC_PLOTS", "0")
+
+
+@pytest.fixture
+def plots(monkeypatch):
+    """Reports in this test draw their plots, as a user's do by default (the suite's other tests skip them)."""
+    monkeypatch.setenv("EDGESYNC_PLOTS", "1")
+
+
 @pytest.fixture
 def client_process():
     """`client_process(parent, rank)`: the running `edgesync client … --rank RANK` process under `parent` (a

@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
 
 
-def edgesync(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgesync.cli", *args], cwd=REPO, env=ENV,
+def edgesync(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgesync.cli", *args], cwd=REPO, env={**ENV, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -36,7 +36,8 @@ PACED = ["--set", "emulation.mode=fixed", "--set", "emulation.base_step_ms=100",
 @pytest.mark.slow
 def test_run_quickstart_on_a_data_slice_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "run"
-    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK, *PACED)
+    result = edgesync("run", "scenarios/quickstart.yaml", "--out", str(out), "-q", *QUICK, *PACED,
+                      env={"EDGESYNC_PLOTS": "1"})  # a user's run: with its plots (the suite's others skip them)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "report:" in result.stdout
 

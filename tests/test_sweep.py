@@ -192,7 +192,7 @@ def test_seeds_given_twice_or_repeated_are_refused(tmp_path):
         load_scenario(repeated)
 
 
-def test_a_run_with_seeds_keeps_every_seed_and_adds_mean_and_interval(tmp_path):
+def test_a_run_with_seeds_keeps_every_seed_and_adds_mean_and_interval(tmp_path, plots):
     data = scenario({}, runtime="sim", seeds=[0, 1, 2],  # mini-batches of 8: the seeds' bookkeeping, not learning
                     algorithms=[{"name": "ssgd", "lr": 0.1, "batch_size": 8}, {"name": "asgd", "batch_size": 8}],
                     dataset={"train_size": 1000}, stop={"time_budget_s": 1.05, "target_acc": 0.3},

@@ -13,6 +13,7 @@ participation, availability and traces written by `edgesync.metrics.churn_report
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -47,6 +48,8 @@ from edgesync.metrics.stragglers_report import has_waste, waste_section
 from edgesync.metrics.tuning_report import tuning_section
 
 
+PLOTS_ENV = "EDGESYNC_PLOTS"
+NO_PLOTS = f"Not drawn (${PLOTS_ENV} is 0): `edgesync report RUN_DIR` draws them from this folder."
 STALENESS_PLOT = "staleness_vs_time.png"  # only for runs whose algorithms log lag and gap
 PLOT_FILES = {  # file name -> caption in report.md
     "accuracy_vs_time.png": "Test accuracy vs time",
@@ -56,13 +59,27 @@ PLOT_FILES = {  # file name -> caption in report.md
 }
 
 
-def render_report(run_dir: Path) -> Path:
-    """Write run_dir/report.md and run_dir/plots/*.png from the folder's files; returns report.md's path."""
+def plots_wanted() -> bool:
+    """Whether reports draw their plots: yes unless $EDGESYNC_PLOTS is 0. Drawing is most of a small run's report
+    (a few CPU-seconds of matplotlib); a batch of many runs, or a test suite, may leave them to `edgesync report
+    RUN_DIR` later, which draws them from the folder."""
+    return os.environ.get(PLOTS_ENV, "1").strip() != "0"
+
+
+def render_report(run_dir: Path, plots: bool | None = None) -> Path:
+    """Write run_dir/report.md and run_dir/plots/*.png from the folder's files; returns report.md's path.
+    `plots`: whether to draw them (None: unless $EDGESYNC_PLOTS is 0; without them report.md has no images)."""
     run_dir = Path(run_dir)
     run = load_run(run_dir)
+    churn = ChurnRecords(run)
+    path = run_dir / REPORT_FILE
+    if not (plots_wanted() if plots is None else plots):
+        text = "\n".join(line for line in format_report(run, churn).splitlines()
+                         if not (line.startswith("![") and f"]({PLOTS_DIR}/" in line))
+        write_atomic(path, text.replace("## Plots\n", f"## Plots\n\n{NO_PLOTS}\n", 1))
+        return path
     plots_dir = run_dir / PLOTS_DIR
     plots_dir.mkdir(parents=True, exist_ok=True)
-    churn = ChurnRecords(run)
     with matplotlib.rc_context(PLOT_STYLE):
         plot_accuracy(run, "time_s", plots_dir / "accuracy_vs_time.png")
         plot_accuracy(run, "updates", plots_dir / "accuracy_vs_updates.png")
@@ -78,7 +95,6 @@ def render_report(run_dir: Path) -> Path:
             plot_traces(run, plots_dir / TRACES_PLOT, churn)
         if run.partitions:
             plot_partition(run.partitions, plots_dir / PARTITION_PLOT)
-    path = run_dir / REPORT_FILE
     write_atomic(path, format_report(run, churn))
     return path
 

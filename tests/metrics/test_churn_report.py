@@ -13,6 +13,8 @@ from edgesync.metrics.recorder import read_jsonl, to_plain
 from edgesync.metrics.report import load_run, render_report
 from edgesync.config import load_scenario
 
+pytestmark = pytest.mark.usefixtures("plots")  # these tests read the plots (conftest.py)
+
 NEW_PLOTS = ["rounds_per_client.png", "availability.png", "traces.png"]
 
 

@@ -19,7 +19,8 @@ from mlflow.tracking import MlflowClient
 from edgesync.metrics.recorder import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "MLFLOW_TRACKING_URI": ""}
+# with the plots (the suite's other runs skip them, conftest.py): MLflow gets the run's plots/ as artifacts
+ENV = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "MLFLOW_TRACKING_URI": "", "EDGESYNC_PLOTS": "1"}
 SERVER_START_S = 90  # the sqlite store's migrations run at the first start: ~10 s here, more under load
 LABELS = ["ssgd@seed=0", "ssgd@seed=1", "asgd@seed=0", "asgd@seed=1"]
 SMALL = ["--runtime", "sim", "--seeds", "0,1", "--set", "dataset.train_size=1000", "--set", "eval.test_size=200",

@@ -8,6 +8,8 @@ from edgesync.metrics.recorder import RunRecorder, read_jsonl
 from edgesync.metrics.report import render_report
 from edgesync.metrics.summary import GAP_FIRST_N, summarize
 
+pytestmark = pytest.mark.usefixtures("plots")  # these tests read the plots (conftest.py)
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = ["accuracy_vs_time.png", "accuracy_vs_updates.png", "bytes_vs_time.png", "compute_ratio.png"]
 SCENARIO = {
@@ -86,6 +88,25 @@ def test_report_has_title_setup_tables_and_plots(rendered, tmp_path):
 def test_plots_are_valid_pngs(rendered, tmp_path):
     for name in PLOTS:
         _assert_valid_png(tmp_path / "plots" / name)
+
+
+def test_with_plots_off_the_report_has_no_images_and_edgesync_report_draws_them(tmp_path, monkeypatch):
+    """$EDGESYNC_PLOTS=0 (the suite's setting, a batch's choice): report.md without images and a line saying how
+    to draw them; `edgesync report RUN_DIR` then draws every plot, whatever the variable says."""
+    from typer.testing import CliRunner
+
+    from edgesync.cli import app
+    monkeypatch.setenv("EDGESYNC_PLOTS", "0")
+    _fabricate(tmp_path)
+    text = render_report(tmp_path).read_text()
+    assert "![" not in text and not list(tmp_path.glob("plots/*.png"))
+    assert "Not drawn ($EDGESYNC_PLOTS is 0): `edgesync report RUN_DIR` draws them" in text
+    assert "## Clients" in text and "## Plots" in text  # every section but the images
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for name in PLOTS:
+        _assert_valid_png(tmp_path / "plots" / name)
+    assert all(f"plots/{name}" in (tmp_path / "report.md").read_text() for name in PLOTS)
 
 
 def test_summary_is_recomputed_when_missing(tmp_path):

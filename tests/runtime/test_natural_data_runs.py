@@ -28,7 +28,7 @@ def _scenario(name: str, root: Path, clients: int, *sets: str):
     return load_scenario(SCENARIOS / f"{name}.yaml", [f"dataset.root={root}", f"clients={clients}", *SHORT, *sets])
 
 
-def test_the_shakespeare_scenario_in_the_simulator_reports_its_split_and_each_roles_accuracy(tmp_path):
+def test_the_shakespeare_scenario_in_the_simulator_reports_its_split_and_each_roles_accuracy(tmp_path, plots):
     root = tmp_path / "shakespeare"
     write_shakespeare(root, roles=10)
     sc = _scenario("shakespeare_natural", root, 10,

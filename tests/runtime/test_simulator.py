@@ -345,7 +345,7 @@ def test_gamma_heterogeneous_clients_run_at_different_speeds(tmp_path):
 
 # -- (h) the command line -----------------------------------------------------------------------------
 
-def test_edgesync_run_with_runtime_sim_reports_virtual_seconds(tmp_path, cache_in_tmp, monkeypatch, capsys):
+def test_edgesync_run_with_runtime_sim_reports_virtual_seconds(tmp_path, cache_in_tmp, monkeypatch, capsys, plots):
     from edgesync.cli import main
     from edgesync.metrics.report import render_report
     monkeypatch.setattr("edgesync.runtime.runs.render_report", render_report)  # this run draws its report
