@@ -361,9 +361,52 @@ def test_fl_baselines_tunes_fedavg_and_the_seven_baselines_alike_and_no_claim_re
     assert keys["fedadam"] == keys["scaffold"] == keys["fedavg"] == ["lr", "global_lr"]
 
 
+@pytest.mark.slow
+def test_a_stopped_suite_goes_on_with_its_unfinished_experiment_entry_by_entry(tmp_path, monkeypatch):
+    """A suite stopped inside a tuned experiment's tuning runs: run again into the same folder it keeps the tuning
+    runs that finished, runs the rest, and the folder ends as an uninterrupted suite's, row for row."""
+    from edgesync.runtime.sim.simulator import Simulator
+
+    tiny = ("dataset.train_size=600", "clients=[x1, x4]", "algorithms=[{name: asgd, lr: 0.1}, {name: ssgd, lr: 0.1}]",
+            "stop={time_budget_s: 0.4, target_acc: null}", "eval={every_s: 0.2, test_size: 100}",
+            "sim.base_step_s=0.02", "sim.server_time=zero",
+            "tune={grid: {lr: [0.05, 0.1]}, metric: final_acc, validation_size: 200, seed: 100, extend: 0}")
+    monkeypatch.setattr(rp.suite, "EXPERIMENTS", (rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml",
+                                                                quick=tiny),))
+    rp.run_suite(tmp_path / "whole", quick=True, progress=False, seeds=[0, 1])
+
+    original, calls = Simulator._log_clients, []
+
+    def stop_at_the_third_entry(self, end):  # the third of the four tuning runs, before its clients' rows
+        calls.append(self.config.key)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("stopped")
+        return original(self, end)
+
+    monkeypatch.setattr(Simulator, "_log_clients", stop_at_the_third_entry)
+    with pytest.raises(KeyboardInterrupt):
+        rp.run_suite(tmp_path / "stopped", quick=True, progress=False, seeds=[0, 1])
+    monkeypatch.setattr(Simulator, "_log_clients", original)
+    assert rp.read_manifest(tmp_path / "stopped") == {}  # nothing finished
+    ran = []
+    monkeypatch.setattr(Simulator, "_run_algorithm", lambda self, config, run=Simulator._run_algorithm: (
+        ran.append(config.key), run(self, config))[1])
+    rp.run_suite(tmp_path / "stopped", quick=True, progress=False, seeds=[0, 1])
+    assert ran[:2] == ["ssgd@lr=0.05", "ssgd@lr=0.1"] and len(ran) == 2 + 4  # two tuning runs left, four final
+    assert rp.read_manifest(tmp_path / "stopped")["esync_iid"]["resumed"] is True
+    for folder in ("", "tuning"):
+        for name in ("metrics.jsonl", "updates.jsonl", "clients.jsonl"):
+            read = lambda root: [{k: v for k, v in json.loads(line).items() if k != "wall_clock"}  # noqa: E731
+                                 for line in (root / "esync_iid" / folder / name).read_text().splitlines()]
+            assert read(tmp_path / "stopped") == read(tmp_path / "whole"), (folder, name)
+    whole, stopped = (json.loads((tmp_path / f / "esync_iid" / "tuning.json").read_text()) for f in ("whole", "stopped"))
+    assert stopped["entries"] == whole["entries"]
+
+
 def test_quick_runs_fl_baselines_only_when_named(tmp_path, monkeypatch):
     ran = []
-    monkeypatch.setattr(rp.suite, "_run_one", lambda scenario, overrides, folder, *rest: ran.append(folder.name) or 0.0)
+    monkeypatch.setattr(rp.suite, "_run_one",
+                        lambda scenario, overrides, folder, *rest: ran.append(folder.name) or (0.0, False))
     rp.run_suite(tmp_path / "quick", quick=True, progress=False)
     assert "fl_baselines" not in ran and "esync_iid" in ran and not set(rp.GROUPS["shootout"]) & set(ran)
     ran.clear()

@@ -35,6 +35,11 @@ def docs_note(root: Path, key: str, experiments: list[str] | None = None) -> str
                          f"({total:.1f} min of runs)")
         else:
             parts.append(f"{total:.1f} min of runs" + (", experiments side by side" if jobs > 1 else ""))
+        if resumed := [k for k, e in manifest.items() if e.get("resumed")]:  # their time before the stop is unknown
+            parts.append(f"{', '.join(resumed)} resumed after a stop (timed from the resume)")
+        commits = sorted({e["commit"] for e in manifest.values() if e.get("commit")})
+        if commits:
+            parts.append(f"commit {', '.join(commits)}")
         seeds = sorted({s for e in manifest.values() for s in e.get("seeds", [])})
         if seeds:
             parts.append(f"seeds {', '.join(map(str, seeds))}")

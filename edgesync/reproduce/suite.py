@@ -12,6 +12,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
+import yaml
+
 from edgesync.reproduce.claims import CLAIMS
 from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
 from edgesync.runtime.runs import run_scenario
@@ -57,13 +59,15 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     for exp in todo:  # every scenario checked before anything runs
         load_scenario(ROOT / exp.scenario, plans[exp.key])
     manifest = read_manifest(out)
-    where = machine()
+    where, commit = machine(), git_commit()
 
-    def record(exp: Experiment, wall_s: float) -> None:
+    def record(exp: Experiment, ran: tuple[float, bool]) -> None:
+        wall_s, resumed = ran
         now = time.time()
         manifest[exp.key] = {"mode": mode, "runtime": runtime, "scenario": exp.scenario, "overrides": plans[exp.key],
                              "seeds": seeds, "wall_s": round(wall_s, 1), "machine": where, "jobs": workers,
-                             "started_at": round(now - wall_s, 1), "finished_at": round(now, 1)}
+                             "started_at": round(now - wall_s, 1), "finished_at": round(now, 1),
+                             "commit": commit, **({"resumed": True} if resumed else {})}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # after each: a stopped suite keeps it
 
     workers = 1 if runtime == "live" or len(todo) <= 1 or parallel > 1 else max(1, jobs)
@@ -83,18 +87,56 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
         futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in order}
         for done, future in enumerate(as_completed(futures), 1):
             exp = futures[future]
-            wall_s = future.result()  # a failed experiment stops the suite with its error
-            record(exp, wall_s)
-            _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {wall_s / 60:.1f} min "
+            ran = future.result()  # a failed experiment stops the suite with its error
+            record(exp, ran)
+            _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {ran[0] / 60:.1f} min "
+                 f"{'(resumed) ' if ran[1] else ''}"
                  f"({(time.perf_counter() - started) / 60:.1f} min so far)")
 
 
-def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool, parallel: int = 1) -> float:
+def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool,
+             parallel: int = 1) -> tuple[float, bool]:
+    """Run one experiment into `folder`; (seconds it took, whether it went on from a stopped run)."""
     t0 = time.perf_counter()
-    # a second run of the suite into the same folder moves the earlier run of an experiment aside
-    run_scenario(load_scenario(ROOT / scenario, overrides), folder, progress=progress, overwrite=True,
-                 parallel=parallel)
-    return time.perf_counter() - t0
+    sc = load_scenario(ROOT / scenario, overrides)
+    # A simulated experiment that a stopped suite left unfinished goes on: its finished entries (and tuning runs)
+    # are kept (runtime/bookkeeping/finished_entries.py). Any other earlier run of it is moved aside.
+    resume = stopped_here(folder, sc)
+    if resume:
+        _say(f"reproduce: {folder} holds this experiment's stopped run: going on with it")
+    run_scenario(sc, folder, progress=progress, overwrite=not resume, resume=resume, parallel=parallel)
+    return time.perf_counter() - t0, resume
+
+
+def stopped_here(folder: Path, sc) -> bool:
+    """Whether `folder` holds an unfinished simulated run of `sc`: its scenario (or, once tuned, its tuning runs)
+    is `sc`'s and there is no summary.json yet."""
+    from edgesync.runtime.bookkeeping.checkpoint import scenario_digest
+    from edgesync.runtime.bookkeeping.finished_entries import sim_digest
+    from edgesync.metrics.recorder import TUNING_FILE
+    from edgesync.runtime.tuning import tuning_scenario
+
+    if sc.runtime != "sim" or not (folder / "scenario.yaml").exists() or (folder / "summary.json").exists():
+        return False
+    if sc.tune and (folder / TUNING_FILE).exists():  # tuned: the final runs' scenario holds the chosen values
+        record = json.loads((folder / TUNING_FILE).read_text())
+        return record.get("scenario_digest") == scenario_digest(tuning_scenario(sc).resolved())
+    written = yaml.safe_load((folder / "scenario.yaml").read_text()) or {}
+    return sim_digest(written) == sim_digest(sc.resolved())
+
+
+def git_commit() -> str | None:
+    """The commit the suite runs (a dirty tree marked), for reproduce.json: experiments of one folder may have run
+    on different days."""
+    import subprocess
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+changes" if dirty else "")) or None
 
 
 def _measure_step_times(scenarios: list) -> None:

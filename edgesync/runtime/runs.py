@@ -140,15 +140,17 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
     variants are skipped and the one in progress restarts from its last checkpoint. Otherwise a folder
     that already holds a run raises RunFolderExists, untouched, unless `overwrite=True` moves it aside
     (`claim_run_folder`); `claimed=True`: the caller claimed it already (to log into it before the run).
-    `checkpointed=False` (the simulator: deterministic, run it again) keeps no checkpoint and refuses
-    `resume`. `parallel` > 1 (the simulator): that many variants at a time as Ray tasks (parallel_variants.py)."""
-    if resume and not checkpointed:
-        raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
+    `checkpointed=False` (the simulator) keeps no checkpoint: `resume` keeps the entries that finished and runs
+    the others again from their start (finished_entries.py: the simulator is deterministic).
+    `parallel` > 1 (the simulator): that many variants at a time as Ray tasks (parallel_variants.py)."""
     if resume and overwrite:
         raise RunFolderExists("resume or overwrite, not both")
     if not claimed and (moved := claim_run_folder(run_dir, resume, overwrite)):
         log.warning("%s held an earlier run: moved to %s", run_dir, moved)
     display = Progress(enabled=progress)
+    finished = None
+    if resume and not checkpointed:
+        scenario, finished = _finished_entries(scenario, Path(run_dir))
     runs = variants(scenario)
     resolved = scenario.resolved()
     with RunRecorder(run_dir, tensorboard=scenario.output.tensorboard) as recorder:
@@ -156,7 +158,7 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
             log.info("TensorBoard event files in %s: view them with `tensorboard --logdir %s`",
                      recorder.tensorboard_dir, recorder.tensorboard_dir)
         checkpoints = (Checkpointer.open(run_dir, resolved, scenario.checkpoint.every_updates, resume,
-                                         every_s=scenario.checkpoint.every_s) if checkpointed else None)
+                                         every_s=scenario.checkpoint.every_s) if checkpointed else finished)
         recorder.write_scenario(resolved)
         write_partitions(run_dir, runs)  # what each client trains on, for the report, before any client trains
         if used := outside_code(scenario):
@@ -180,6 +182,29 @@ def run_experiment(scenario: Scenario, run_dir: Path, run_variant: RunVariant, p
     return finish_run(run_dir, scenario, names)
 
 
+def _finished_entries(scenario: Scenario, run_dir: Path):
+    """A simulated run's resume: the entries of `run_dir` that finished (finished_entries.py), and the scenario
+    with the stopped run's measured step times and costs, so that the entries still to run keep its clock."""
+    from edgesync.config import load_scenario
+    from edgesync.runtime.bookkeeping.finished_entries import FinishedEntries, ResumeError
+
+    if scenario.output.tensorboard:  # its event files cannot drop what a cut-short entry wrote
+        raise CheckpointError("a simulated run with output.tensorboard cannot be resumed: run it again")
+    clients = {a.key: len(v.scenario.clients) for v in variants(scenario) for a in v.scenario.algorithms}
+    try:
+        finished = FinishedEntries.open(run_dir, scenario.resolved(), clients)
+    except ResumeError as exc:
+        raise CheckpointError(str(exc)) from None
+    if finished.measured:
+        data = scenario.resolved()
+        for key, values in finished.measured.items():
+            data["sim"][key] = {**values, **(data["sim"].get(key) or {})}  # what the scenario gives wins
+        scenario = load_scenario(data, source=f"{run_dir / 'scenario.yaml'} (resumed)")
+    log.info("%s: %d entries finished before the resume, kept; the others run from their start",
+             run_dir, len(finished.done))
+    return scenario, finished
+
+
 def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resume: bool = False,
                  curve: bool = False, overwrite: bool = False, claimed: bool = False, parallel: int = 1) -> dict:
     """`edgesync run`: every variant and algorithm of `scenario` in its runtime; returns the summary.
@@ -189,7 +214,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
     def run_variant(variant: Variant, recorder: RunRecorder, checkpoints, display: Progress, resolved: dict) -> None:
         if scenario.runtime == "sim":
             from edgesync.runtime.sim.simulator import run_sim
-            for key, measured in run_sim(variant.scenario, recorder, display).items():
+            for key, measured in run_sim(variant.scenario, recorder, display, skip=checkpoints).items():
                 resolved["sim"][key].update(measured)  # measured_step_s, measured_server_s: for a replay
             # the variant's simulator is gone only now: give its heap back before the next variant, or a sweep
             # of large models grows by its fragments, variant after variant (a ResNet-18 EQ3 sweep reached 24 GB)
@@ -208,7 +233,7 @@ def run_scenario(scenario: Scenario, run_dir: Path, progress: bool = True, resum
         if not claimed and (moved := claim_run_folder(run_dir, resume, overwrite)):
             log.warning("%s held an earlier run: moved to %s", run_dir, moved)
         scenario, resume = tune_entries(scenario, Path(run_dir), lambda tuning, folder, again: run_experiment(
-            tuning, folder, run_variant, progress, again, checkpointed=checkpointed), progress, resume, checkpointed)
+            tuning, folder, run_variant, progress, again, checkpointed=checkpointed), progress, resume)
         claimed = True
     return run_experiment(scenario, run_dir, run_variant, progress, resume, checkpointed=checkpointed,
                           overwrite=overwrite, claimed=claimed, parallel=parallel)

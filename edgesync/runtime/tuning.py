@@ -188,12 +188,12 @@ def run_counts(scenario: Scenario) -> str:
     return f"{sum(len(g.points) for g in grids)} tuning runs: {parts}"
 
 
-def tune_entries(scenario: Scenario, run_dir: Path, run: RunTuning, progress: bool = True, resume: bool = False,
-                 checkpointed: bool = True) -> tuple[Scenario, bool]:
+def tune_entries(scenario: Scenario, run_dir: Path, run: RunTuning, progress: bool = True,
+                 resume: bool = False) -> tuple[Scenario, bool]:
     """Tune `scenario`'s entries into the claimed `run_dir` (see the module docstring); returns the scenario
-    with the chosen values, and whether its final runs resume (`resume` and they had started)."""
-    if resume and not checkpointed:
-        raise CheckpointError("--resume is for live runs: a simulator run is deterministic, run it again")
+    with the chosen values, and whether its final runs resume (`resume` and they had started). A resumed
+    tuning keeps the tuning runs that finished (`run` resumes their folders: a live run from its checkpoint, a
+    simulated one entry by entry)."""
     run_dir = Path(run_dir)
     display = Progress(enabled=progress)
     tuning = tuning_scenario(scenario)
@@ -215,7 +215,7 @@ def tune_entries(scenario: Scenario, run_dir: Path, run: RunTuning, progress: bo
                       f"chosen by {scenario.tune.metric} on {split['size']:,} validation samples → {folder}")
         summary = run(tuning, folder, resume and (folder / METRICS_FILE).exists())
         record = selection(scenario, tuning, summary, split, digest)
-        record = _extend(scenario, tuning, record, summary, split, digest, run, run_dir, display)
+        record = _extend(scenario, tuning, record, summary, split, digest, run, run_dir, display, resume)
         # the simulator's step times as the tuning runs measured them: the final runs' clock is the same
         ran = yaml.safe_load((folder / SCENARIO_FILE).read_text(encoding="utf-8"))
         record["measured_step_s"] = ran.get("sim", {}).get("measured_step_s", {})
@@ -231,7 +231,7 @@ def tune_entries(scenario: Scenario, run_dir: Path, run: RunTuning, progress: bo
 
 
 def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, split: dict, digest: str,
-            run: RunTuning, run_dir: Path, display: Progress) -> dict:
+            run: RunTuning, run_dir: Path, display: Progress, resume: bool = False) -> dict:
     """`tune.extend` rounds past the edges the entries chose (tuning_edges.py), each into a run folder of its
     own (tuning-extended-K); the record then holds the extended grid, the rounds, and the edges left."""
     rounds, refused, base_grid = [], {}, scenario.tune.grid
@@ -252,7 +252,7 @@ def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, s
         _say(display, f"tuning: an optimum on the grid's edge, {len(new)} more runs → {folder}")
         narrowed["algorithms"] = new
         summary = {**summary, **run(load_scenario(narrowed, source=f"{scenario.name}: extended tuning runs"),
-                                    folder, False)}
+                                    folder, resume and (folder / METRICS_FILE).exists())}
         record = selection(scenario, tuning, summary, split, digest, base_grid)
         rounds.append({"folder": folder.name, "grid": grid, "added": wanted})
     record["extended"] = rounds

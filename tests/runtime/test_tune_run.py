@@ -130,15 +130,13 @@ def test_a_resumed_folder_reuses_its_finished_tuning(tuned):
     def must_not_run(*args):
         raise AssertionError("finished tuning was run again")
 
-    final, resume = tune_entries(scenario, out, must_not_run, progress=False, resume=True, checkpointed=True)
+    final, resume = tune_entries(scenario, out, must_not_run, progress=False, resume=True)
     record = json.loads((out / "tuning.json").read_text())
     assert resume  # the final runs had started: they resume
     assert [a.lr for a in final.algorithms] == [record["entries"][k]["chosen"]["lr"] for k in ("asgd", "dgc_async")]
-    with pytest.raises(CheckpointError, match="--resume is for live runs"):
-        tune_entries(scenario, out, must_not_run, progress=False, resume=True, checkpointed=False)
     other = load_scenario({**SCENARIO, "tune": {**SCENARIO["tune"], "grid": {"lr": [0.3]}}})
     with pytest.raises(CheckpointError, match="tuning.json was written for other tuning runs"):
-        tune_entries(other, out, must_not_run, progress=False, resume=True, checkpointed=True)
+        tune_entries(other, out, must_not_run, progress=False, resume=True)
 
 
 def test_the_tuning_runs_use_one_seed_and_the_choice_serves_every_seed(tmp_path, monkeypatch):

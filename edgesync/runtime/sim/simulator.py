@@ -6,9 +6,8 @@ workers with `sim.backend: ray`: ray_backend.py); only time is virtual. A client
 configured undisturbed step time); a message takes its link's transfer time; the coordinator's work
 on each update and query takes the virtual time `sim.server_time` says: its cost model (`model`, the
 default: costs measured once per machine, server_cost.py), none (`zero`, idealised) or its wall time
-at that event (`measured`). The coordinator is one thread, as
-live: an update or query that arrives while it is busy waits its turn (first come, first served),
-and what it sends leaves once it is encoded.
+at that event (`measured`). The coordinator is one thread, as live: an update or query that arrives
+while it is busy waits its turn (first come, first served), and what it sends leaves once it is encoded.
 
 Events are (virtual time, sequence number) ordered: equal times run in the order they were
 scheduled, so a run is a pure function of the scenario, its seed and the step and coordinator
@@ -18,8 +17,8 @@ runs write identical metrics.jsonl apart from the `wall_clock` field.
 Every client shares one model object and the training tensors (each keeps its index set, sampler
 and client-half state); what grows with the clients is the messages in flight (one model-sized
 tensor each) and any per-client model-sized state an algorithm keeps (docs/simulator.md: ~1.5 MB
-per client for ASGD at 1,000 clients). The contract that makes
-this safe: a client half loads the parameters it needs at the start of each instruction.
+per client for ASGD at 1,000 clients). The contract that makes this safe: a client half loads the
+parameters it needs at the start of each instruction.
 """
 from __future__ import annotations
 
@@ -136,10 +135,11 @@ class Simulator:
         recorded = self.scenario.sim.measured_server_s.get(config.key)
         return recorded if recorded is not None else cached_or_calibrated(self, config)
 
-    def run(self) -> None:
+    def run(self, skip=None) -> None:
         try:
             for config in self.scenario.algorithms:
-                self._run_algorithm(config)
+                if skip is None or not skip.is_done(config.key):  # a resume keeps the entries that finished
+                    self._run_algorithm(config)
         finally:
             if self.pool is not None:
                 self.pool.close()
@@ -392,9 +392,9 @@ class Simulator:
         self.account.write_clients(rows, self.scenario.emulation.tolerance)
 
 
-def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress) -> dict[str, dict]:
-    """Run every algorithm of `scenario` in virtual time; returns what a replay needs (`Simulator.measured`)."""
+def run_sim(scenario: Scenario, recorder: RunRecorder, progress: Progress, skip=None) -> dict[str, dict]:
+    """Run every algorithm of `scenario` (but those `skip` has done) in virtual time; returns what a replay needs."""
     sim = Simulator(scenario, recorder, progress)
     sim.prepare()
-    sim.run()
+    sim.run(skip)
     return sim.measured()
