@@ -3,6 +3,7 @@ run folders — here synthetic summaries, so each verdict can be checked by hand
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -289,7 +290,7 @@ def test_run_suite_runs_each_experiment_and_records_how(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch):
+def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, monkeypatch, capsys):
     # The step time is measured (no sim.base_step_s): a virtual second costs about a second of CPU per client
     # whatever the batch size, so the runs are short, with two of the four clients (x1 and x10).
     tiny = ("dataset.train_size=600", "clients=[x1, x10]", "algorithms=[{name: asgd, lr: 0.1}, {name: esync, lr: 0.1}]",
@@ -299,7 +300,9 @@ def test_run_suite_runs_experiments_side_by_side_in_worker_processes(tmp_path, m
     monkeypatch.setattr(rp.suite, "EXPERIMENTS", (
         rp.Experiment("esync_iid", "scenarios/esync_fmnist_iid.yaml", quick=tiny),
         rp.Experiment("esync_noniid", "scenarios/esync_fmnist_noniid.yaml", quick=tiny)))
+    monkeypatch.setattr(rp.suite, "PROGRESS_EVERY_S", 0.5)  # while they run, what they have finished so far
     rp.run_suite(tmp_path, quick=True, progress=False, seeds=[0, 1], jobs=2)
+    assert re.search(r"reproduce: \d+ min so far; esync_\w+: \d/4 runs finished", capsys.readouterr().err)
     manifest = rp.read_manifest(tmp_path)
     assert sorted(manifest) == ["esync_iid", "esync_noniid"] and {e["jobs"] for e in manifest.values()} == {2}
     assert "2 experiments at a time" in rp.docs_note(tmp_path, "quick-sim")
@@ -401,6 +404,19 @@ def test_a_stopped_suite_goes_on_with_its_unfinished_experiment_entry_by_entry(t
             assert read(tmp_path / "stopped") == read(tmp_path / "whole"), (folder, name)
     whole, stopped = (json.loads((tmp_path / f / "esync_iid" / "tuning.json").read_text()) for f in ("whole", "stopped"))
     assert stopped["entries"] == whole["entries"]
+
+
+def test_the_progress_of_a_running_experiment_counts_its_finished_runs(tmp_path):
+    def finished(folder: Path, keys: list[str]) -> None:
+        folder.mkdir(parents=True)
+        (folder / "clients.jsonl").write_text("".join(json.dumps({"algorithm": k, "client": c}) + "\n"
+                                                      for k in keys for c in (0, 1)))
+    finished(tmp_path / "dgs", ["asgd@seed=0", "dgs@seed=0"])
+    finished(tmp_path / "dgs" / "tuning", ["asgd@lr=0.1", "dgs@lr=0.1", "asgd@lr=0.2"])
+    finished(tmp_path / "dgs" / "tuning-extended-1", ["asgd@lr=0.4"])
+    assert rp.suite.progress_of(tmp_path / "dgs", 10) == "dgs: 4 tuning runs, 2/10 runs finished"
+    (tmp_path / "shat").mkdir()
+    assert rp.suite.progress_of(tmp_path / "shat", 6) == "shat: 0/6 runs finished"
 
 
 def test_quick_runs_fl_baselines_only_when_named(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import os
 import platform
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -17,11 +17,12 @@ import yaml
 from edgesync.reproduce.claims import CLAIMS
 from edgesync.reproduce.experiments import EXPERIMENTS, SEEDS, Experiment
 from edgesync.runtime.runs import run_scenario
-from edgesync.config import load_scenario
+from edgesync.config import load_scenario, variants
 from edgesync.docs_data import cpu_model
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = "reproduce.json"
+PROGRESS_EVERY_S = 300  # how often a suite of experiments side by side says how far the running ones are
 
 
 def read_manifest(out: Path) -> dict:
@@ -83,15 +84,25 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     # with one experiment left on one core
     last = {k: e["wall_s"] for k, e in manifest.items() if e.get("mode") == mode and e.get("runtime") == runtime}
     order = sorted(todo, key=lambda exp: -last.get(exp.key, 0.0))
+    finals = {exp.key: sum(len(v.scenario.algorithms) for v in variants(load_scenario(ROOT / exp.scenario,
+                                                                                     plans[exp.key])))
+              for exp in todo}
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in order}
-        for done, future in enumerate(as_completed(futures), 1):
-            exp = futures[future]
-            ran = future.result()  # a failed experiment stops the suite with its error
-            record(exp, ran)
-            _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {ran[0] / 60:.1f} min "
-                 f"{'(resumed) ' if ran[1] else ''}"
-                 f"({(time.perf_counter() - started) / 60:.1f} min so far)")
+        pending, done = set(futures), 0
+        while pending:
+            finished, pending = wait(pending, timeout=PROGRESS_EVERY_S, return_when=FIRST_COMPLETED)
+            for future in finished:
+                exp, done = futures[future], done + 1
+                ran = future.result()  # a failed experiment stops the suite with its error
+                record(exp, ran)
+                _say(f"reproduce: [{done}/{len(todo)}] {exp.key} finished in {ran[0] / 60:.1f} min "
+                     f"{'(resumed) ' if ran[1] else ''}"
+                     f"({(time.perf_counter() - started) / 60:.1f} min so far)")
+            if not finished:  # an experiment can take hours: what the running ones have finished so far
+                _say(f"reproduce: {(time.perf_counter() - started) / 60:.0f} min so far; " + "; ".join(
+                    progress_of(out / futures[f].key, finals[futures[f].key]) for f in pending
+                    if (out / futures[f].key).exists()))
 
 
 def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool,
@@ -106,6 +117,15 @@ def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool,
         _say(f"reproduce: {folder} holds this experiment's stopped run: going on with it")
     run_scenario(sc, folder, progress=progress, overwrite=not resume, resume=resume, parallel=parallel)
     return time.perf_counter() - t0, resume
+
+
+def progress_of(folder: Path, finals: int) -> str:
+    """"KEY: N tuning runs, M/finals final runs finished" from the clients' rows the folder holds."""
+    from edgesync.runtime.bookkeeping.finished_entries import entries_with_clients
+
+    tuning = sum(len(entries_with_clients(d)) for d in folder.glob("tuning*") if d.is_dir())
+    final = len(entries_with_clients(folder))
+    return f"{folder.name}: " + (f"{tuning} tuning runs, " if tuning else "") + f"{final}/{finals} runs finished"
 
 
 def stopped_here(folder: Path, sc) -> bool:

@@ -67,6 +67,12 @@ class FinishedEntries:
         return cls(done, measured)
 
 
+def entries_with_clients(run_dir: Path) -> set[str]:
+    """The entries of `run_dir` with their clients' rows written: those that finished (a cheap count for
+    progress; `FinishedEntries.open` checks each one's number of rows)."""
+    return {row["algorithm"] for row in _rows(Path(run_dir) / CLIENTS_FILE) if row.get("algorithm")}
+
+
 def keep_rows(path: Path, keep) -> int:
     """Rewrite the JSON-lines file `path` with the rows `keep(row)` accepts, atomically (a temporary file renamed
     over it); a last line cut short by the stop is dropped. Returns how many rows went."""
