@@ -406,6 +406,29 @@ def test_a_stopped_suite_goes_on_with_its_unfinished_experiment_entry_by_entry(t
     assert stopped["entries"] == whole["entries"]
 
 
+def test_a_suite_run_again_keeps_what_finished_with_the_same_settings(tmp_path, monkeypatch, capsys):
+    ran = []
+
+    def fake_run(scenario, overrides, folder, progress, parallel=1, fresh=False):
+        ran.append((folder.name, fresh))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "summary.json").write_text("{}")
+        return 1.0, False
+
+    monkeypatch.setattr(rp.suite, "_run_one", fake_run)
+    rp.run_suite(tmp_path, quick=True, progress=False, only=["dana", "dgs"])
+    first = [name for name, _ in ran]
+    assert set(first) >= {"dana", "dgs"}
+    ran.clear()
+    rp.run_suite(tmp_path, quick=True, progress=False, only=["dana", "dgs"])  # the same command again
+    assert ran == [] and "kept (--fresh runs them again)" in capsys.readouterr().err
+    rp.run_suite(tmp_path, quick=True, progress=False, only=["dgs"], seeds=[0, 1, 2, 3])  # other seeds: runs
+    assert ran == [("dgs", False)]
+    ran.clear()
+    rp.run_suite(tmp_path, quick=True, progress=False, only=["dana"], fresh=True)
+    assert [name for name, _ in ran] == [n for n in first if n.startswith("dana")] and all(f for _, f in ran)
+
+
 def test_the_progress_of_a_running_experiment_counts_its_finished_runs(tmp_path):
     def finished(folder: Path, keys: list[str]) -> None:
         folder.mkdir(parents=True)

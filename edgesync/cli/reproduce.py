@@ -24,6 +24,9 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
               reuse: Optional[Path] = typer.Option(None, "--from", help="read finished runs from this folder"),
               only: Optional[str] = typer.Option(None, "--only", help="comma-separated experiments to run "
                                                  "(fl_baselines and the straggler shoot-out, `shootout`, run with --quick only when named here)"),
+              fresh: bool = typer.Option(False, "--fresh", help="run every experiment again, moving earlier runs "
+                                         "aside (without it a folder's experiments that finished with the same "
+                                         "settings are kept, and one cut short goes on)"),
               write_docs: bool = typer.Option(False, "--write-docs", help="put the table into docs/results.md"),
               mlflow: bool = typer.Option(False, "--mlflow", help="then log every experiment's runs to MLflow as "
                                           "children of one parent run (MLflow's default tracking URI)"),
@@ -53,7 +56,7 @@ def reproduce(quick: bool = typer.Option(False, "--quick", help="reduced runs, 3
             err.print("[yellow]--seeds: with one seed no claim gets an interval; every verdict will be "
                       "inconclusive[/yellow]", highlight=False)
         rp.run_suite(out_dir, quick, runtime, chosen, progress=not quiet, seeds=chosen_seeds, jobs=jobs,
-                     parallel=parallel)
+                     parallel=parallel, fresh=fresh)
     results = rp.evaluate(root)
     compared = [data for c in rp.COMPARISONS if (data := rp.baselines.record(root, c)) is not None]
     shootout = rp.shootout.record(root)

@@ -45,11 +45,14 @@ def machine() -> str:
 
 
 def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | None = None,
-              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1, parallel: int = 1) -> None:
+              progress: bool = True, seeds: list[int] | None = None, jobs: int = 1, parallel: int = 1,
+              fresh: bool = False) -> None:
     """Run the experiments into `out/KEY`, each over `seeds` (default SEEDS of the mode); `jobs` > 1 runs
     that many simulator experiments at once in worker processes (live runs always one at a time: their
     client processes need the cores); `parallel` > 1 instead runs one experiment at a time, that many of
-    its seeds and variants at once as Ray tasks (runtime/sim/parallel_variants.py)."""
+    its seeds and variants at once as Ray tasks (runtime/sim/parallel_variants.py). Run again into `out`, the suite
+    goes on: an experiment that finished there with the same settings is kept (reproduce.json), one cut short goes
+    on from its finished entries (`_run_one`); `fresh` runs every one again, moving earlier runs aside."""
     out.mkdir(parents=True, exist_ok=True)
     mode = "quick" if quick else "full"
     seeds = list(seeds or SEEDS[mode])
@@ -61,6 +64,13 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
         load_scenario(ROOT / exp.scenario, plans[exp.key])
     manifest = read_manifest(out)
     where, commit = machine(), git_commit()
+    if not fresh:
+        kept = [exp.key for exp in todo if finished_before(manifest.get(exp.key), mode, runtime, plans[exp.key],
+                                                           out / exp.key)]
+        if kept:
+            _say(f"reproduce: {', '.join(kept)} finished in {out} before with these settings (reproduce.json): "
+                 "kept (--fresh runs them again)")
+            todo = [exp for exp in todo if exp.key not in kept]
 
     def record(exp: Experiment, ran: tuple[float, bool]) -> None:
         wall_s, resumed = ran
@@ -74,7 +84,7 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
     workers = 1 if runtime == "live" or len(todo) <= 1 or parallel > 1 else max(1, jobs)
     if workers == 1:
         for exp in todo:
-            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress, parallel))
+            record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress, parallel, fresh))
         return
     if runtime == "sim":
         _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
@@ -88,7 +98,8 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
                                                                                      plans[exp.key])))
               for exp in todo}
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False): exp for exp in order}
+        futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False, 1, fresh): exp
+                   for exp in order}
         pending, done = set(futures), 0
         while pending:
             finished, pending = wait(pending, timeout=PROGRESS_EVERY_S, return_when=FIRST_COMPLETED)
@@ -105,18 +116,25 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
                     if (out / futures[f].key).exists()))
 
 
-def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool,
-             parallel: int = 1) -> tuple[float, bool]:
-    """Run one experiment into `folder`; (seconds it took, whether it went on from a stopped run)."""
+def _run_one(scenario: str, overrides: list[str], folder: Path, progress: bool, parallel: int = 1,
+             fresh: bool = False) -> tuple[float, bool]:
+    """Run one experiment into `folder`; (seconds it took, whether it went on from a stopped run: never `fresh`)."""
     t0 = time.perf_counter()
     sc = load_scenario(ROOT / scenario, overrides)
     # A simulated experiment that a stopped suite left unfinished goes on: its finished entries (and tuning runs)
     # are kept (runtime/bookkeeping/finished_entries.py). Any other earlier run of it is moved aside.
-    resume = stopped_here(folder, sc)
+    resume = not fresh and stopped_here(folder, sc)
     if resume:
         _say(f"reproduce: {folder} holds this experiment's stopped run: going on with it")
     run_scenario(sc, folder, progress=progress, overwrite=not resume, resume=resume, parallel=parallel)
     return time.perf_counter() - t0, resume
+
+
+def finished_before(entry: dict | None, mode: str, runtime: str, plan: list[str], folder: Path) -> bool:
+    """Whether reproduce.json's `entry` records this experiment as finished in `folder` in this mode and runtime
+    with the same overrides (seeds included), and its summary is there."""
+    return (entry is not None and entry.get("mode") == mode and entry.get("runtime") == runtime
+            and entry.get("overrides") == plan and (folder / "summary.json").exists())
 
 
 def progress_of(folder: Path, finals: int) -> str:
