@@ -25,21 +25,25 @@ _FLOAT_KINDS = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.floa
 _INDEX_KINDS = {torch.int32: "int32", torch.int64: "int64"}
 
 
-def _count(t: torch.Tensor, kind: str, raw: Any) -> int:
-    """Non-finite values, in C: over `raw` (the frame `t` views) when given, else over `t`'s memory."""
+def _native_count(t: torch.Tensor, raw: Any) -> int | None:
+    """Non-finite values of `t`, in C: over `raw` (the frame `t` views) when given, else over `t`'s memory if it
+    is contiguous and on the CPU; None where C cannot count them (no extension, a dtype or layout it does not read)."""
+    kind = _FLOAT_KINDS.get(t.dtype)
+    if kind is None or not NATIVE:
+        return None
     if raw is not None:
         return _native.count_nonfinite(raw, kind)
-    return _native.count_nonfinite(t.data_ptr(), kind, t.numel())
+    if t.is_cpu and t.is_contiguous():
+        return _native.count_nonfinite(t.data_ptr(), kind, t.numel())
+    return None
 
 
 def nonfinite_count(t: torch.Tensor, raw: Any = None) -> int:
     """How many values of `t` are NaN or ±Inf (0 for an integer tensor). `raw`: the received frame `t` views."""
     if not t.is_floating_point() or t.numel() == 0:
         return 0
-    kind = _FLOAT_KINDS.get(t.dtype)
-    if kind is not None and NATIVE and (raw is not None or (t.is_cpu and t.is_contiguous())):
-        return _count(t, kind, raw)
-    return int((~torch.isfinite(t)).sum())
+    bad = _native_count(t, raw)
+    return int((~torch.isfinite(t)).sum()) if bad is None else bad
 
 
 def all_finite(t: torch.Tensor, raw: Any = None) -> bool:
@@ -47,9 +51,8 @@ def all_finite(t: torch.Tensor, raw: Any = None) -> bool:
     decides the common case: a NaN or an Inf anywhere makes the sum NaN or ±Inf, so a finite sum proves every value
     finite (`isfinite(t).all()` costs about twenty copies of t: a bool tensor, then its reduction); only a
     non-finite sum (a bad value, or finite values whose sum overflows) takes the exact test."""
-    kind = _FLOAT_KINDS.get(t.dtype)
-    if kind is not None and NATIVE and (raw is not None or (t.is_cpu and t.is_contiguous())):
-        return _count(t, kind, raw) == 0
+    if (bad := _native_count(t, raw)) is not None:
+        return bad == 0
     if not t.is_floating_point() or t.numel() == 0:
         return True
     return math.isfinite(t.sum().item()) or bool(torch.isfinite(t).all())

@@ -60,8 +60,8 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
         only = [*only, *(extra for claim in CLAIMS if claim.experiment in only for extra in claim.also)]
     todo = [exp for exp in EXPERIMENTS if ((exp.key in only) if only else (exp.in_quick or not quick))]
     plans = {exp.key: [*(exp.quick if quick else exp.full), f"runtime={runtime}", f"seeds={seeds}"] for exp in todo}
-    for exp in todo:  # every scenario checked before anything runs
-        load_scenario(ROOT / exp.scenario, plans[exp.key])
+    # every scenario checked (loaded) before anything runs
+    loaded = {exp.key: load_scenario(ROOT / exp.scenario, plans[exp.key]) for exp in todo}
     manifest = read_manifest(out)
     where, commit = machine(), git_commit()
     if not fresh:
@@ -87,16 +87,14 @@ def run_suite(out: Path, quick: bool, runtime: str = "sim", only: list[str] | No
             record(exp, _run_one(exp.scenario, plans[exp.key], out / exp.key, progress, parallel, fresh))
         return
     if runtime == "sim":
-        _measure_step_times([load_scenario(ROOT / e.scenario, plans[e.key]) for e in todo])
+        _measure_step_times([loaded[e.key] for e in todo])
     started = time.perf_counter()
     _say(f"reproduce: {len(todo)} experiments × {len(seeds)} seeds, {workers} at a time")
     # the longest first, by what each took when last run into this folder (same mode): fewer minutes at the end
     # with one experiment left on one core
     last = {k: e["wall_s"] for k, e in manifest.items() if e.get("mode") == mode and e.get("runtime") == runtime}
     order = sorted(todo, key=lambda exp: -last.get(exp.key, 0.0))
-    finals = {exp.key: sum(len(v.scenario.algorithms) for v in variants(load_scenario(ROOT / exp.scenario,
-                                                                                     plans[exp.key])))
-              for exp in todo}
+    finals = {exp.key: sum(len(v.scenario.algorithms) for v in variants(loaded[exp.key])) for exp in todo}
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_run_one, exp.scenario, plans[exp.key], out / exp.key, False, 1, fresh): exp
                    for exp in order}

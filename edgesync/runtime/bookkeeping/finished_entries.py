@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
-from edgesync.metrics.recorder import CLIENTS_FILE, COORDINATOR_FILE, METRICS_FILE, SCENARIO_FILE, UPDATES_FILE
+from edgesync.metrics.recorder import (
+    CLIENTS_FILE, COORDINATOR_FILE, METRICS_FILE, SCENARIO_FILE, UPDATES_FILE, read_jsonl, write_atomic,
+)
 
 ROW_FILES = (METRICS_FILE, UPDATES_FILE, CLIENTS_FILE, COORDINATOR_FILE)
 MEASURED = ("measured_step_s", "calibration", "measured_server_s")  # filled in by a run, not asked for
@@ -59,7 +60,7 @@ class FinishedEntries:
         if sim_digest(written) != sim_digest(resolved):
             raise ResumeError(f"{path} describes another run than the one asked for: cannot resume it "
                               "(start a new run with --overwrite, or give another --out)")
-        rows = Counter(row.get("algorithm") for row in _rows(run_dir / CLIENTS_FILE))
+        rows = Counter(row.get("algorithm") for row in read_jsonl(run_dir / CLIENTS_FILE))
         done = {key for key, count in clients.items() if count and rows[key] >= count}
         for name in ROW_FILES:
             keep_rows(run_dir / name, lambda row: row.get("algorithm") is None or row["algorithm"] in done)
@@ -70,7 +71,7 @@ class FinishedEntries:
 def entries_with_clients(run_dir: Path) -> set[str]:
     """The entries of `run_dir` with their clients' rows written: those that finished (a cheap count for
     progress; `FinishedEntries.open` checks each one's number of rows)."""
-    return {row["algorithm"] for row in _rows(Path(run_dir) / CLIENTS_FILE) if row.get("algorithm")}
+    return {row["algorithm"] for row in read_jsonl(Path(run_dir) / CLIENTS_FILE) if row.get("algorithm")}
 
 
 def keep_rows(path: Path, keep) -> int:
@@ -79,22 +80,10 @@ def keep_rows(path: Path, keep) -> int:
     if not path.exists():
         return 0
     lines = path.read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if (row := _parse(line)) is not None and keep(row)]
-    if len(kept) == len(lines):
-        return 0
-    tmp = path.with_name(path.name + ".resume-tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in kept))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    kept = [line for line in lines if (row := _parse(line)) is not None and keep(row)]  # the lines as written
+    if len(kept) < len(lines):
+        write_atomic(path, "".join(line + "\n" for line in kept))
     return len(lines) - len(kept)
-
-
-def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [row for line in path.read_text(encoding="utf-8").splitlines() if (row := _parse(line)) is not None]
 
 
 def _parse(line: str) -> dict | None:
