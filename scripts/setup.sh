@@ -46,8 +46,8 @@ pip_install() {  # quiet unless it fails; then the end of pip's log says why
     fi
 }
 example=examples/edgesync-feddyn  # an extension from outside the package: the suite runs it in every runtime
-# setup.py and the C file: a changed extension is built again (edgesync/_buffer_checks.c)
-want=$(cat requirements.txt requirements-torch.txt pyproject.toml setup.py edgesync/_buffer_checks.c \
+# setup.py and the C files: a changed extension is built again (edgesync/_buffer_checks.c, _model_passes.c)
+want=$(cat requirements.txt requirements-torch.txt pyproject.toml setup.py edgesync/_*.c \
        "$example/pyproject.toml" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if ! "$VPY" -c "import torch, torchvision" 2>/dev/null; then

@@ -40,8 +40,8 @@ class Layer:
 # edgesync's folders, lowest layer first: a folder imports only from the layers below its own, and from its own
 # layer's folders where the layer is linked. docs/architecture.md ("Layers") gives the picture and the reasons.
 LAYERS = (
-    Layer("core", ("constants", "params", "buffer_checks", "trainer", "models", "data", "compression", "docs_block",
-                   "docs_data", "extensions"), linked=True),
+    Layer("core", ("constants", "params", "buffer_checks", "model_passes", "trainer", "models", "data", "compression",
+                   "docs_block", "docs_data", "extensions"), linked=True),
     Layer("emulation", ("emulation",)),
     Layer("wire and algorithms", ("transport", "algorithms")),  # the wire knows no algorithm, an algorithm no wire
     Layer("metrics", ("metrics",)),

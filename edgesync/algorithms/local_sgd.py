@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
 from edgesync.algorithms.machinery.stragglers import PartialWork, check_partial_work, partial_work_field
@@ -84,14 +85,22 @@ class DeltaServer(RoundServer):
         tau = int(update.meta.get("steps", 0))
         return w / tau if tau > 0 else 0.0
 
-    def round_mean(self) -> torch.Tensor:
+    def mean_scale(self) -> tuple[float, float]:
         if not self.normalises:
-            return super().round_mean()
+            return super().mean_scale()
         # τ_eff·Σ w_i·(−d_i)/Σ w_i in one pass over the float64 sum, rounded to float32 once
-        return (self.update_sum * (self.tau_sum / self.weight_sum / self.weight_sum)).float()
+        return 1.0, self.tau_sum / self.weight_sum / self.weight_sum
 
     def apply(self, mean: torch.Tensor) -> None:
-        self.params = torch.add(self.params, mean, alpha=self.config.global_lr)  # one pass: θ + ε·mean
+        self.params, _ = model_passes.step(self.params, mean, self.config.global_lr)  # one pass: θ + ε·mean
+
+    def apply_round(self) -> None:
+        """θ + ε·mean in the pass that takes the mean from the float64 sum (the same rounding as `apply(round_mean())`:
+        the mean is rounded to float32 first), unless a subclass changes what `apply` does with it."""
+        if type(self).apply is not DeltaServer.apply:
+            return super().apply_round()
+        self.params = model_passes.mean(self.update_sum, *self.mean_scale(), theta=self.params,
+                                        eps=self.config.global_lr)
 
     def instruction_meta(self, client: int) -> dict:
         # Under warm-up the clients' local η follows the schedule; momentum restarts every round.

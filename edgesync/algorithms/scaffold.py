@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.local_sgd import DeltaServer, LocalRound, local_epochs_field, round_steps
 from edgesync.algorithms.machinery.base import (AlgorithmSpec, ClientAlgorithm, Instruction, Send, Update,
                                                 UpdateFormat)
@@ -235,7 +236,7 @@ class ScaffoldServer(DeltaServer):
             self.out_of_step[client] = ("its c_i started afresh" if update.meta.get("control_round") is None
                                         else "its c_i moved by an update that was not applied")
         delta_c = update.tensors["control"]  # widened to float64 as the sum reads it
-        self.control_sum = delta_c.double() if self.control_sum is None else self.control_sum.add_(delta_c)
+        self.control_sum = model_passes.accumulate(self.control_sum, delta_c, 1.0)
         self.control_rounds[client] = self.round
         return 1.0
 
@@ -250,7 +251,7 @@ class ScaffoldServer(DeltaServer):
             self.control_rounds = {}
         elif self.control_sum is not None:
             n = len(self.population.data_sizes) or self.n_clients
-            self.control = self.control + (self.control_sum / n).float()
+            self.control = model_passes.mean(self.control_sum, n, theta=self.control)  # c + ΣΔc/N, one pass
 
 
 SPEC = AlgorithmSpec(

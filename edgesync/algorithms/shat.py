@@ -46,6 +46,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
@@ -124,7 +125,7 @@ class SHATServer(AsyncServer):
         g = update.tensors["grad"]
         c, n = self.updates - self.previous[client], len(self.clients)
         alpha = self.alpha(c, n)
-        self.params = torch.add(self.params, g, alpha=-lr)  # as ASGD, to the bit (α = 1 reproduces it)
+        self.params, _ = model_passes.step(self.params, g, -lr)  # as ASGD, to the bit (α = 1 reproduces it)
         self.previous[client] = self.updates + 1
         self.owed[client] = (c, alpha)
         stepped = torch.add(self.local[client], g, alpha=-self.lr_sent.get(client, lr))  # the client's own step

@@ -16,7 +16,8 @@ Hooks, each with the ASGD behaviour by default:
 - `outgoing(client)` the parameters the client will compute on (θ; DANA: its look-ahead θ̂); they
   are remembered in `self.sent[client]`.
 - `computed_on(client)` the parameters the arriving update was computed on (default `sent`).
-- `gap_before(client)` the gap G before the update is applied (default from `computed_on`).
+- `gap_before(client)` the gap G before the update is applied (default from `computed_on`; with `apply` and
+  `computed_on` not overridden either, the two are one pass, `gap_and_apply`).
 - `instruction(client, theta)` the instruction that carries them (θ, buffers, version).
 - `after_update(client)` what to send once the update is applied (SSP holds replies here).
 
@@ -32,7 +33,8 @@ import torch
 
 from edgesync.algorithms.machinery.base import Instruction, Send, ServerAlgorithm, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import gap, gap_fields, raw_gradient_rms
+from edgesync import model_passes
+from edgesync.algorithms.machinery.staleness import gap, gap_fields, gap_of_sq_dist, raw_gradient_rms
 from edgesync.algorithms.machinery.warmup import Warmup, WarmupConfig
 
 
@@ -50,7 +52,7 @@ class AsyncServer(ServerAlgorithm):
 
     # -- hooks -----------------------------------------------------------------------------------
     def apply(self, client: int, update: Update, lr: float) -> dict[str, Any]:
-        self.params = torch.add(self.params, update.tensors["grad"], alpha=-lr)  # one pass: θ − η·g
+        self.params, _ = model_passes.step(self.params, update.tensors["grad"], -lr)  # one pass: θ − η·g
         return {}
 
     def outgoing(self, client: int) -> torch.Tensor:
@@ -70,6 +72,19 @@ class AsyncServer(ServerAlgorithm):
     def after_update(self, client: int) -> list[Send]:
         return [self.reply(client)]
 
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict[str, Any]]:
+        """`gap_before`, then `apply`. ASGD's own pair (neither hook overridden) is one pass: θ, g and θ_computed
+        read once, the gap summed as the step is written (model_passes.step)."""
+        cls = type(self)
+        if cls.apply is not AsyncServer.apply or cls.gap_before is not AsyncServer.gap_before \
+                or cls.computed_on is not AsyncServer.computed_on:
+            g = self.gap_before(client)
+            return g, self.apply(client, update, lr)
+        sent = self.computed_on(client)
+        gap_of = None if sent is self.params else (self.params, sent)
+        self.params, sq = model_passes.step(self.params, update.tensors["grad"], -lr, gap_of)
+        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
+
     # -- the loop ----------------------------------------------------------------------------------
     def start(self) -> list[Send]:
         return [self.reply(c) for c in self.clients]
@@ -81,8 +96,7 @@ class AsyncServer(ServerAlgorithm):
         lag = self.lag_of(update)
         self.lag_sum += lag
         grad_rms = raw_gradient_rms(update.meta, update.tensors)
-        g = self.gap_before(client)
-        extra = self.apply(client, update, lr)
+        g, extra = self.gap_and_apply(client, update, lr)
         fields = gap_fields(lag, g, grad_rms)
         if self.config.warmup_epochs:
             fields["lr"] = lr

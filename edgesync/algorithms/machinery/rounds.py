@@ -47,6 +47,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.base import Send, ServerAlgorithm, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.machinery.participation import ParticipationConfig, choose, round_size
@@ -298,7 +299,7 @@ class RoundServer(ServerAlgorithm):
         if self.update_sum is None:  # all-reduce reports: the replicas hold θ_{t+1}; the lead's mean follows
             self.awaiting = {"round": self.round, "lead": self.ring_members[0], "lr": self.round_lr}
         else:
-            self.apply(self.round_mean())
+            self.apply_round()
             if self.buffer_sum is not None:
                 self.buffers = (self.buffer_sum / self.weight_sum).float()  # BatchNorm statistics: averaged
             self.updates += 1
@@ -321,8 +322,16 @@ class RoundServer(ServerAlgorithm):
         return len(self.reported) >= min(self.need, len(self.clients))
 
     def round_mean(self) -> torch.Tensor:
-        """The mean `apply` takes: the round's weighted mean of its updates."""
-        return (self.update_sum / self.weight_sum).float()
+        """The mean `apply` takes: the round's weighted mean of its updates, rounded to float32 once."""
+        return model_passes.mean(self.update_sum, *self.mean_scale())
+
+    def mean_scale(self) -> tuple[float, float]:
+        """(divisor, multiplier): the round's mean is its float64 sum ÷ divisor × multiplier."""
+        return self.weight_sum, 1.0
+
+    def apply_round(self) -> None:
+        """The round's close: `apply` its mean (local_sgd.DeltaServer applies it in the same pass)."""
+        self.apply(self.round_mean())
 
     def broadcast(self) -> list[Send]:
         """Start the round: draw its participants among the online clients that owe no report and send them θ."""
@@ -375,7 +384,5 @@ class RoundServer(ServerAlgorithm):
 def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
     """The running sum in float64: the round's mean, rounded to float32 once, does not depend on the order the
     updates arrived in (live, that order varies from run to run, and a float32 sum in it moved the model by a
-    last bit that a ReLU network can amplify over rounds)."""
-    if total is None:
-        return x.double().mul_(weight)
-    return total.add_(x, alpha=weight)  # x is widened as it is read: no float64 copy of it
+    last bit that a ReLU network can amplify over rounds). x is widened as it is read: no float64 copy of it."""
+    return model_passes.accumulate(total, x, weight)

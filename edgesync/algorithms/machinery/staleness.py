@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from edgesync import model_passes
+
 GRAD_RMS = "grad_rms"  # update meta: RMS of the raw gradient(s) the update was built from
 
 
@@ -40,7 +42,12 @@ def rms(x: torch.Tensor) -> float:
 def gap(theta_apply: torch.Tensor, theta_computed: torch.Tensor) -> float:
     if theta_apply is theta_computed:  # nothing applied since it was sent: no pass over the model needed
         return 0.0
-    return rms(theta_apply - theta_computed)
+    return gap_of_sq_dist(model_passes.sq_dist(theta_apply, theta_computed), theta_apply.numel())
+
+
+def gap_of_sq_dist(sq_dist: float, numel: int) -> float:
+    """G from Σ (θ_apply − θ_computed)², taken where a pass reads both anyway (model_passes.step)."""
+    return math.sqrt(sq_dist / numel)
 
 
 def raw_gradient_rms(meta: dict[str, Any], tensors: dict[str, torch.Tensor]) -> float | None:

@@ -1,0 +1,174 @@
+/* Passes over model-sized vectors that the coordinator's server halves would otherwise make in several torch
+ * calls, each as one loop (edgesync/model_passes.py wraps them and falls back to torch where this is not built).
+ *
+ * Why C: the coordinator meets these vectors from memory (a training step or a socket read has pushed them out
+ * of the caches since), and on a machine whose per-core cache holds two model-sized vectors but not three, every
+ * torch call that writes a new vector beside two it reads runs from the next level down. The staleness gap
+ * ‖θ − θ_sent‖ took a temporary and two passes; a round's close took five (the float64 mean, its float32
+ * copy, θ + ε·mean). Here each is a single pass that reads every input once (docs/benchmarks.md, "The
+ * coordinator against its floor").
+ *
+ * Every function takes tensors' addresses (`t.data_ptr()`) and numel; the Python wrapper checks that each is a
+ * contiguous CPU tensor of the dtype named here and keeps it alive during the call. `out` may be one of the
+ * inputs (an in-place pass). Built with -ffp-contract=off: `x + a*y` is rounded twice, as written, on every
+ * machine (no fused multiply-add where one machine has it and another not). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define RELEASE_GIL_BYTES (256 * 1024) /* smaller loops take less time than handing the GIL over */
+#define LANES 8                         /* partial sums: a fixed order (the same bits every run), and room to vectorise */
+
+/* Σ (a_i − b_i)² in double, a and b float32. */
+static double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
+    double part[LANES] = {0};
+    Py_ssize_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)a[i + j] - (double)b[i + j];
+            part[j] += d * d;
+        }
+    double total = 0;
+    for (; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        total += d * d;
+    }
+    for (int j = 0; j < LANES; j++)
+        total += part[j];
+    return total;
+}
+
+/* out = x + alpha·y (float32), and, when a and b are given, Σ (a_i − b_i)² read in the same pass. */
+static double step_f32(float *out, const float *x, const float *y, float alpha, const float *a, const float *b,
+                       Py_ssize_t n) {
+    if (a == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = x[i] + alpha * y[i];
+        return 0.0;
+    }
+    double part[LANES] = {0};
+    Py_ssize_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = (double)a[i + j] - (double)b[i + j]; /* before out is written: out may be a */
+            part[j] += d * d;
+            out[i + j] = x[i + j] + alpha * y[i + j];
+        }
+    double total = 0;
+    for (; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        total += d * d;
+        out[i] = x[i] + alpha * y[i];
+    }
+    for (int j = 0; j < LANES; j++)
+        total += part[j];
+    return total;
+}
+
+/* The round's float64 running sum: sum = w·x when first (sum's old values unread), else sum + w·x. */
+static void accumulate_f64(double *sum, const float *x, double w, int first, Py_ssize_t n) {
+    if (first)
+        for (Py_ssize_t i = 0; i < n; i++)
+            sum[i] = (double)x[i] * w;
+    else
+        for (Py_ssize_t i = 0; i < n; i++)
+            sum[i] += w * (double)x[i];
+}
+
+/* The round's mean rounded to float32 once, m = (float)(sum / divisor · multiplier); out = m, or, with theta,
+ * out = theta + eps·m (the mean applied as θ + ε·mean, never stored). */
+static void mean_f32(float *out, const double *sum, double divisor, double multiplier, const float *theta, float eps,
+                     Py_ssize_t n) {
+    if (theta == NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = (float)(sum[i] / divisor * multiplier);
+    else
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float m = (float)(sum[i] / divisor * multiplier);
+            out[i] = theta[i] + eps * m;
+        }
+}
+
+/* An address argument: an int (0 for none). */
+static int address(PyObject *arg, void **p) {
+    *p = PyLong_AsVoidPtr(arg);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* sq_dist(a, b, numel) -> Σ (a − b)² of two float32 vectors. */
+static PyObject *sq_dist(PyObject *self, PyObject *args) {
+    PyObject *pa, *pb;
+    Py_ssize_t n;
+    void *a, *b;
+    if (!PyArg_ParseTuple(args, "OOn", &pa, &pb, &n) || address(pa, &a) < 0 || address(pb, &b) < 0)
+        return NULL;
+    double total;
+    if (n * 8 >= RELEASE_GIL_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        total = sq_dist_f32(a, b, n);
+        Py_END_ALLOW_THREADS
+    } else {
+        total = sq_dist_f32(a, b, n);
+    }
+    return PyFloat_FromDouble(total);
+}
+
+/* step(out, x, y, alpha, a, b, numel) -> out = x + alpha·y; returns Σ (a − b)² (0.0 when a is 0). */
+static PyObject *step(PyObject *self, PyObject *args) {
+    PyObject *po, *px, *py, *pa, *pb;
+    double alpha;
+    Py_ssize_t n;
+    void *out, *x, *y, *a, *b;
+    if (!PyArg_ParseTuple(args, "OOOdOOn", &po, &px, &py, &alpha, &pa, &pb, &n) || address(po, &out) < 0 ||
+        address(px, &x) < 0 || address(py, &y) < 0 || address(pa, &a) < 0 || address(pb, &b) < 0)
+        return NULL;
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    total = step_f32(out, x, y, (float)alpha, a, b, n);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
+/* accumulate(sum, x, w, first, numel): sum (float64) = w·x if first else sum + w·x, x float32. */
+static PyObject *accumulate(PyObject *self, PyObject *args) {
+    PyObject *ps, *px;
+    double w;
+    int first;
+    Py_ssize_t n;
+    void *sum, *x;
+    if (!PyArg_ParseTuple(args, "OOdpn", &ps, &px, &w, &first, &n) || address(ps, &sum) < 0 || address(px, &x) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    accumulate_f64(sum, x, w, first, n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* mean(out, sum, divisor, multiplier, theta, eps, numel): out = (float)(sum / divisor · multiplier), or
+ * theta + eps·that when theta is not 0. */
+static PyObject *mean(PyObject *self, PyObject *args) {
+    PyObject *po, *ps, *pt;
+    double divisor, multiplier, eps;
+    Py_ssize_t n;
+    void *out, *sum, *theta;
+    if (!PyArg_ParseTuple(args, "OOddOdn", &po, &ps, &divisor, &multiplier, &pt, &eps, &n) || address(po, &out) < 0 ||
+        address(ps, &sum) < 0 || address(pt, &theta) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    mean_f32(out, sum, divisor, multiplier, theta, (float)eps, n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"sq_dist", sq_dist, METH_VARARGS, "Sum of squared differences of two float32 vectors at addresses."},
+    {"step", step, METH_VARARGS, "out = x + alpha*y over float32 vectors, with a squared distance in the same pass."},
+    {"accumulate", accumulate, METH_VARARGS, "A float64 running sum plus w times a float32 vector."},
+    {"mean", mean, METH_VARARGS, "A float64 sum's mean rounded to float32, optionally applied as theta + eps*mean."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_model_passes",
+                                    "Single passes over model-sized vectors for the coordinator's server halves.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__model_passes(void) { return PyModule_Create(&module); }

@@ -1,0 +1,137 @@
+"""The coordinator's single passes over model-sized vectors (edgesync/model_passes.py): in C where the extension is
+built, in torch otherwise; both against float64 references computed here, and against each other."""
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgesync import model_passes
+
+
+def test_the_c_extension_is_built_where_a_compiler_is():
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    assert model_passes.NATIVE or shutil.which("cc") is None or not headers.exists()
+
+
+@pytest.fixture(params=["native", "torch"])
+def way(request, monkeypatch):
+    if request.param == "native" and not model_passes.NATIVE:
+        pytest.skip("the C extension is not built here (no C compiler at install)")
+    monkeypatch.setattr(model_passes, "NATIVE", request.param == "native")
+    return request.param
+
+
+def vectors(n: int, k: int, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, generator=g) for _ in range(k)]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 1000, 184_586])
+def test_the_squared_distance_is_the_float64_sum_of_squares(way, n):
+    a, b = vectors(n, 2)
+    want = float(np.sum((a.numpy().astype(np.float64) - b.numpy().astype(np.float64)) ** 2))
+    assert model_passes.sq_dist(a, b) == pytest.approx(want, rel=1e-12, abs=0.0)
+
+
+def test_a_step_writes_a_new_vector_and_leaves_its_inputs_alone(way):
+    x, y, a, b = vectors(1001, 4)
+    before = [t.clone() for t in (x, y, a, b)]
+    out, sq = model_passes.step(x, y, -0.05, (a, b))
+    assert out is not x and out.data_ptr() != x.data_ptr()
+    torch.testing.assert_close(out, x - 0.05 * y, rtol=0, atol=1e-6)
+    assert sq == pytest.approx(float(((a.double() - b.double()) ** 2).sum()), rel=1e-12)
+    for t, t0 in zip((x, y, a, b), before):
+        assert torch.equal(t, t0)
+    out, sq = model_passes.step(x, y, 2.0)
+    assert sq is None
+    torch.testing.assert_close(out, x + 2.0 * y, rtol=0, atol=1e-5)
+
+
+def test_a_step_may_read_the_gap_of_the_vector_it_steps_from(way):
+    """ASGD's fused pass: θ' = θ − η·g and ‖θ − θ_sent‖² with θ both the step's start and the gap's side."""
+    theta, g, sent = vectors(513, 3)
+    out, sq = model_passes.step(theta, g, -0.1, (theta, sent))
+    torch.testing.assert_close(out, torch.add(theta, g, alpha=-0.1), rtol=0, atol=1e-6)
+    assert sq == pytest.approx(float(((theta.double() - sent.double()) ** 2).sum()), rel=1e-12)
+
+
+def test_the_running_sum_is_float64_and_in_place(way):
+    x1, x2, x3 = vectors(999, 3)
+    total = model_passes.accumulate(None, x1, 0.5)
+    assert total.dtype == torch.float64
+    torch.testing.assert_close(total, x1.double() * 0.5, rtol=0, atol=0)  # one rounding: the same bits
+    ptr = total.data_ptr()
+    total = model_passes.accumulate(total, x2, 2.0)
+    total = model_passes.accumulate(total, x3, 1.0)
+    assert total.data_ptr() == ptr
+    want = x1.double() * 0.5 + 2.0 * x2.double() + x3.double()
+    torch.testing.assert_close(total, want, rtol=1e-15, atol=1e-15)
+
+
+def test_the_mean_is_rounded_to_float32_once_the_same_bits_both_ways(monkeypatch):
+    """No multiply-add in the mean: C and torch give the same bits (divisor, and FedNova's multiplier)."""
+    if not model_passes.NATIVE:
+        pytest.skip("the C extension is not built here")
+    total = torch.randn(4097, dtype=torch.float64) * 3
+    native = [model_passes.mean(total, 3.0), model_passes.mean(total, 1.0, 0.37)]
+    monkeypatch.setattr(model_passes, "NATIVE", False)
+    torch_way = [model_passes.mean(total, 3.0), model_passes.mean(total, 1.0, 0.37)]
+    for n, t in zip(native, torch_way):
+        assert n.dtype == torch.float32 and torch.equal(n, t)
+    assert torch.equal(torch_way[0], (total / 3.0).float())
+
+
+def test_a_mean_applied_to_theta_is_theta_plus_eps_times_the_float32_mean(way):
+    theta = vectors(2049, 1)[0]
+    total = torch.randn(2049, dtype=torch.float64)
+    out = model_passes.mean(total, 4.0, theta=theta, eps=0.5)
+    m = (total / 4.0).float()
+    torch.testing.assert_close(out, theta + 0.5 * m, rtol=0, atol=1e-6)
+    assert torch.equal(model_passes.mean(total, 4.0, theta=theta), theta + m)  # eps 1: one rounding either way
+
+
+def test_tensors_c_cannot_read_take_the_torch_path():
+    """Non-contiguous, another dtype, different sizes: the same results through torch."""
+    strided, y = torch.randn(2, 600)[0, ::2], torch.randn(300)
+    assert not strided.is_contiguous()
+    out, sq = model_passes.step(strided, y, 1.0, (strided, y))
+    torch.testing.assert_close(out, strided + y)
+    assert sq == pytest.approx(float(((strided.double() - y.double()) ** 2).sum()), rel=1e-9)
+    with pytest.raises(RuntimeError):  # sizes that differ: torch's own error, not a C read past an end
+        model_passes.step(torch.randn(5), torch.randn(6), 1.0)
+    d = torch.randn(10, dtype=torch.float64)
+    assert model_passes.sq_dist(d, d * 2) == pytest.approx(float((d ** 2).sum()), rel=1e-12)
+    total = model_passes.accumulate(None, strided, 2.0)
+    torch.testing.assert_close(total, strided.double() * 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 70), alpha=st.floats(-4, 4, allow_nan=False), seed=st.integers(0, 2**16),
+       divisor=st.floats(0.25, 64), weight=st.floats(-3, 3, allow_nan=False))
+def test_c_agrees_with_torch_on_every_pass(n, alpha, seed, divisor, weight):
+    if not model_passes.NATIVE:
+        return
+    x, y, a = vectors(n, 3, seed)
+    results = []
+    for native in (True, False):
+        model_passes.NATIVE = native
+        try:
+            out, sq = model_passes.step(x, y, alpha, (a, x))
+            total = model_passes.accumulate(model_passes.accumulate(None, x, weight), y, 1.5)
+            results.append((out, sq, total, model_passes.mean(total, divisor),
+                            model_passes.mean(total, divisor, theta=a, eps=alpha)))
+        finally:
+            model_passes.NATIVE = True
+    (o1, s1, t1, m1, p1), (o2, s2, t2, m2, p2) = results
+    torch.testing.assert_close(o1, o2, rtol=2e-7, atol=1e-6)  # a multiply-add's last bit at most
+    assert s1 == pytest.approx(s2, rel=1e-12, abs=1e-300)
+    torch.testing.assert_close(t1, t2, rtol=1e-15, atol=1e-15)
+    torch.testing.assert_close(m1, m2, rtol=1.2e-7, atol=0)
+    torch.testing.assert_close(p1, p2, rtol=2e-7, atol=1e-6)
