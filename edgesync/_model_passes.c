@@ -14,6 +14,7 @@
  * machine (no fused multiply-add where one machine has it and another not). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 
 #define RELEASE_GIL_BYTES (256 * 1024) /* smaller loops take less time than handing the GIL over */
 #define LANES 8                         /* partial sums: a fixed order (the same bits every run), and room to vectorise */
@@ -88,6 +89,64 @@ static void mean_f32(float *out, const double *sum, double divisor, double multi
         }
 }
 
+/* Momentum: v_out = mu·v + g; theta_out = theta + c·v_out (SSGD's velocity, FedAvgM's server momentum). */
+static void momentum_f32(float *theta_out, float *v_out, const float *theta, const float *v, const float *g, float mu,
+                         float c, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float vi = mu * v[i] + g[i];
+        v_out[i] = vi;
+        theta_out[i] = theta[i] + c * vi;
+    }
+}
+
+/* FedAdam / FedYogi / FedAdagrad (kind 0 / 1 / 2): m_out = m·beta1 + (1 − beta1)·d; v_out by the kind's rule;
+ * x_out = x + lr·(m_out / (√v_out + tau)), each operation rounded where torch's (fed_adaptive.py) rounds it; 1 − beta
+ * is given as the caller computes it in double (1.0f − beta in float is not always the same float). */
+static void adaptive_f32(float *x_out, float *m_out, float *v_out, const float *x, const float *m, const float *v,
+                         const float *d, float beta1, float one_minus_b1, float beta2, float one_minus_b2, float tau,
+                         float lr, int kind, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float mi = m[i] * beta1 + one_minus_b1 * d[i];
+        float d2 = d[i] * d[i], vi;
+        if (kind == 0) {
+            vi = v[i] * beta2 + one_minus_b2 * d[i] * d[i];
+        } else if (kind == 1) {
+            float diff = v[i] - d2;
+            float sign = (float)((diff > 0.0f) - (diff < 0.0f));
+            vi = v[i] + -one_minus_b2 * d2 * sign;
+        } else {
+            vi = v[i] + d2;
+        }
+        m_out[i] = mi;
+        v_out[i] = vi;
+        x_out[i] = x[i] + lr * (mi / (sqrtf(vi) + tau));
+    }
+}
+
+/* SHAT's master and its mirror of the client's model (shat.py): theta_out = theta + a·g, the mirror's own step
+ * s = mirror + b·g, mirror_out = lerp(s, theta_out, mix) as torch.lerp computes it (mix in (0, 1); the caller
+ * keeps s or theta_out itself at the ends, mirror_out NULL for theta_out); Σ (theta − mirror)² read in the pass. */
+static double mirrored_f32(float *theta_out, float *mirror_out, const float *theta, const float *mirror, const float *g,
+                           float a, float b, float mix, Py_ssize_t n) {
+    double part[LANES] = {0};
+    Py_ssize_t i = 0;
+    for (; i < n; i++) {
+        double d = (double)theta[i] - (double)mirror[i];
+        part[i % LANES] += d * d;
+        float t = theta[i] + a * g[i];
+        if (mirror_out != NULL) {
+            float s = mirror[i] + b * g[i];
+            float diff = t - s;
+            mirror_out[i] = mix <= 0.0f ? s : mix < 0.5f ? s + mix * diff : t - diff * (1.0f - mix);
+        }
+        theta_out[i] = t;
+    }
+    double total = 0;
+    for (int j = 0; j < LANES; j++)
+        total += part[j];
+    return total;
+}
+
 /* An address argument: an int (0 for none). */
 static int address(PyObject *arg, void **p) {
     *p = PyLong_AsVoidPtr(arg);
@@ -159,11 +218,73 @@ static PyObject *mean(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* momentum(theta_out, v_out, theta, v, g, mu, c, numel). */
+static PyObject *momentum(PyObject *self, PyObject *args) {
+    PyObject *p[5];
+    void *a[5];
+    double mu, c;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOOddn", &p[0], &p[1], &p[2], &p[3], &p[4], &mu, &c, &n))
+        return NULL;
+    for (int k = 0; k < 5; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    momentum_f32(a[0], a[1], a[2], a[3], a[4], (float)mu, (float)c, n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* adaptive(x_out, m_out, v_out, x, m, v, d, beta1, 1 − beta1, beta2, 1 − beta2, tau, lr, kind, numel). */
+static PyObject *adaptive(PyObject *self, PyObject *args) {
+    PyObject *p[7];
+    void *a[7];
+    double beta1, omb1, beta2, omb2, tau, lr;
+    int kind;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOOOOddddddin", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &beta1, &omb1, &beta2,
+                          &omb2, &tau, &lr, &kind, &n))
+        return NULL;
+    for (int k = 0; k < 7; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    if (kind < 0 || kind > 2) {
+        PyErr_Format(PyExc_ValueError, "kind %d: expected 0 (adam), 1 (yogi) or 2 (adagrad)", kind);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    adaptive_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], (float)beta1, (float)omb1, (float)beta2, (float)omb2, (float)tau,
+                 (float)lr, kind, n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* mirrored(theta_out, mirror_out, theta, mirror, g, a, b, mix, numel) -> Σ (theta − mirror)²; mirror_out may be 0. */
+static PyObject *mirrored(PyObject *self, PyObject *args) {
+    PyObject *p[5];
+    void *a[5];
+    double sa, sb, mix;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOOdddn", &p[0], &p[1], &p[2], &p[3], &p[4], &sa, &sb, &mix, &n))
+        return NULL;
+    for (int k = 0; k < 5; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    total = mirrored_f32(a[0], a[1], a[2], a[3], a[4], (float)sa, (float)sb, (float)mix, n);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
 static PyMethodDef methods[] = {
     {"sq_dist", sq_dist, METH_VARARGS, "Sum of squared differences of two float32 vectors at addresses."},
     {"step", step, METH_VARARGS, "out = x + alpha*y over float32 vectors, with a squared distance in the same pass."},
     {"accumulate", accumulate, METH_VARARGS, "A float64 running sum plus w times a float32 vector."},
     {"mean", mean, METH_VARARGS, "A float64 sum's mean rounded to float32, optionally applied as theta + eps*mean."},
+    {"momentum", momentum, METH_VARARGS, "v' = mu*v + g and theta' = theta + c*v' in one pass."},
+    {"adaptive", adaptive, METH_VARARGS, "FedAdam/FedYogi/FedAdagrad's m, v and x in one pass."},
+    {"mirrored", mirrored, METH_VARARGS, "SHAT's step and its mirror's, with their squared distance, in one pass."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,7 @@
 """Single passes over model-sized vectors for the coordinator's server halves: the staleness gap's squared
-distance, an SGD-like step with that distance read in the same pass, and a round's float64 running sum and its
-mean (applied as θ + ε·mean without storing it).
+distance, an SGD-like step with that distance read in the same pass, a round's float64 running sum and its
+mean (applied as θ + ε·mean without storing it), momentum (SSGD, FedAvgM), FedAdam/FedYogi/FedAdagrad's step,
+and SHAT's step with its mirror of the client's model.
 
 They run in C (`edgesync/_model_passes.c`, built by `pip install` where a compiler is at hand) on contiguous CPU
 tensors of the dtypes below, else in torch, with the same rounding (each value rounded where the torch code
@@ -88,3 +89,60 @@ def mean(total: torch.Tensor, divisor: float, multiplier: float = 1.0,
     m = total / divisor
     m = (m if multiplier == 1.0 else m.mul_(multiplier)).float()  # × 1.0 changes no bit: not a pass
     return m if theta is None else torch.add(theta, m, alpha=eps)
+
+
+def momentum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, mu: float,
+             c: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Momentum's two new vectors in one pass: v' = mu·v + g, θ' = θ + c·v' (SSGD's velocity with c = −η,
+    FedAvgM's server momentum with c = ε)."""
+    if _native_ok(theta, v, g, dtypes=(F32,) * 3):
+        theta_out, v_out = torch.empty_like(theta), torch.empty_like(v)
+        _native.momentum(theta_out.data_ptr(), v_out.data_ptr(), theta.data_ptr(), v.data_ptr(), g.data_ptr(),
+                         mu, c, theta.numel())
+        return theta_out, v_out
+    v_out = mu * v + g
+    return theta + c * v_out, v_out
+
+
+ADAPTIVE_KINDS = {"fedadam": 0, "fedyogi": 1, "fedadagrad": 2}
+
+
+def adaptive(x: torch.Tensor, m: torch.Tensor, v: torch.Tensor, d: torch.Tensor, rule: str, beta1: float,
+             beta2: float, tau: float, lr: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reddi et al.'s server step in one pass, new x, m and v (fed_adaptive.py): m' = β1·m + (1 − β1)·Δ, v' by
+    `rule` (fedadam: β2·v + (1 − β2)·Δ²; fedyogi: v − (1 − β2)·Δ²·sign(v − Δ²); fedadagrad: v + Δ²),
+    x' = x + lr·m'/(√v' + τ)."""
+    if _native_ok(x, m, v, d, dtypes=(F32,) * 4):
+        x_out, m_out, v_out = torch.empty_like(x), torch.empty_like(m), torch.empty_like(v)
+        _native.adaptive(x_out.data_ptr(), m_out.data_ptr(), v_out.data_ptr(), x.data_ptr(), m.data_ptr(),
+                         v.data_ptr(), d.data_ptr(), beta1, 1 - beta1, beta2, 1 - beta2, tau, lr,
+                         ADAPTIVE_KINDS[rule], x.numel())
+        return x_out, m_out, v_out
+    m_out = torch.mul(m, beta1).add_(d, alpha=1 - beta1)
+    if rule == "fedadagrad":
+        v_out = torch.addcmul(v, d, d)
+    elif rule == "fedyogi":
+        d2 = d * d
+        v_out = torch.addcmul(v, d2, torch.sign(v - d2), value=-(1 - beta2))
+    else:
+        v_out = torch.mul(v, beta2).addcmul_(d, d, value=1 - beta2)
+    return torch.addcdiv(x, m_out, v_out.sqrt().add_(tau), value=lr), m_out, v_out
+
+
+def mirrored(theta: torch.Tensor, mirror: torch.Tensor, g: torch.Tensor, a: float, b: float,
+             mix: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """SHAT's master step and its mirror of the client's model in one pass (shat.py): θ' = θ + a·g, the mirror's
+    own step s = mirror + b·g, mirror' = (1 − mix)·s + mix·θ' (torch.lerp; mix ≤ 0 gives s, mix ≥ 1 θ' itself);
+    and Σ (θ − mirror)², the gap's square read in the same pass."""
+    if _native_ok(theta, mirror, g, dtypes=(F32,) * 3):
+        theta_out = torch.empty_like(theta)
+        mirror_out = None if mix >= 1.0 else torch.empty_like(mirror)
+        sq = _native.mirrored(theta_out.data_ptr(), 0 if mirror_out is None else mirror_out.data_ptr(),
+                              theta.data_ptr(), mirror.data_ptr(), g.data_ptr(), a, b, min(max(mix, 0.0), 1.0),
+                              theta.numel())
+        return theta_out, (theta_out if mirror_out is None else mirror_out), sq
+    sq = sq_dist(theta, mirror)
+    theta_out, stepped = torch.add(theta, g, alpha=a), torch.add(mirror, g, alpha=b)
+    if mix >= 1.0:
+        return theta_out, theta_out, sq
+    return theta_out, (stepped if mix <= 0.0 else torch.lerp(stepped, theta_out, mix)), sq

@@ -135,3 +135,41 @@ def test_c_agrees_with_torch_on_every_pass(n, alpha, seed, divisor, weight):
     torch.testing.assert_close(t1, t2, rtol=1e-15, atol=1e-15)
     torch.testing.assert_close(m1, m2, rtol=1.2e-7, atol=0)
     torch.testing.assert_close(p1, p2, rtol=2e-7, atol=1e-6)
+
+
+def test_momentum_is_a_new_velocity_and_a_step_along_it(way):
+    theta, v, g = vectors(777, 3)
+    before = [t.clone() for t in (theta, v, g)]
+    theta2, v2 = model_passes.momentum(theta, v, g, 0.9, -0.05)
+    torch.testing.assert_close(v2, 0.9 * v + g, rtol=0, atol=0)  # two roundings, as torch's own ops
+    torch.testing.assert_close(theta2, theta - 0.05 * v2, rtol=0, atol=0)
+    assert all(torch.equal(t, t0) for t, t0 in zip((theta, v, g), before))
+
+
+@pytest.mark.parametrize("rule", ["fedadam", "fedyogi", "fedadagrad"])
+def test_the_adaptive_step_follows_reddi_et_al(way, rule):
+    """Against the rule written out in float64 (fed_adaptive.py's docstring), from non-zero moments."""
+    x, m, d = vectors(1500, 3, seed=3)
+    v = vectors(1500, 1, seed=4)[0].abs()
+    b1, b2, tau, lr = 0.9, 0.99, 1e-3, 0.01
+    x2, m2, v2 = model_passes.adaptive(x, m, v, d, rule, b1, b2, tau, lr)
+    X, M, V, D = (t.double() for t in (x, m, v, d))
+    want_m = b1 * M + (1 - b1) * D
+    want_v = {"fedadam": b2 * V + (1 - b2) * D * D, "fedadagrad": V + D * D,
+              "fedyogi": V - (1 - b2) * D * D * torch.sign(V - D * D)}[rule]
+    torch.testing.assert_close(m2.double(), want_m, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(v2.double(), want_v, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(x2.double(), X + lr * want_m / (want_v.sqrt() + tau), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mix", [0.0, 1 / 3, 0.75, 1.0])
+def test_shats_mirrored_step_steps_both_and_mixes(way, mix):
+    theta, mirror, g = vectors(901, 3, seed=5)
+    theta2, mirror2, sq = model_passes.mirrored(theta, mirror, g, -0.1, -0.2, mix)
+    t, s = theta - 0.1 * g, mirror - 0.2 * g
+    torch.testing.assert_close(theta2, t, rtol=0, atol=1e-6)
+    if mix >= 1.0:
+        assert mirror2 is theta2  # the mirror is the reply itself (shat.mix returns it)
+    else:
+        torch.testing.assert_close(mirror2, torch.lerp(s, t, mix), rtol=0, atol=1e-6)
+    assert sq == pytest.approx(float(((theta.double() - mirror.double()) ** 2).sum()), rel=1e-12)

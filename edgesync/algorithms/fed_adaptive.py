@@ -12,7 +12,7 @@ pseudo-gradient and steps, per coordinate,
     x ← x + η·m / (√v + τ)
 
 with m and v starting at 0 (η = `global_lr`, τ = `tau`, the adaptivity). One server class; the three differ
-in the second-moment rule alone (`SECOND_MOMENT`, chosen by the config's name).
+in the second-moment rule alone (`model_passes.adaptive`, chosen by the config's name).
 
 The paper's rule has no bias correction, and that is the default. `bias_correction` (FedAdam only) scales η
 by √(1 − β2^t)/(1 − β1^t): `adam` with Kingma & Ba's t = 1, 2, … (the server's rounds applied), `flower` with
@@ -27,11 +27,12 @@ m, v and the number of rounds applied are the server half's state: a checkpoint 
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.base import AlgorithmSpec
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, LocalSGDConfig
 
@@ -62,27 +63,6 @@ class FedAdagradConfig(FedOptConfig):
     name: Literal["fedadagrad"] = "fedadagrad"  # type: ignore[assignment]
 
 
-# Each rule takes v and Δ and returns a new tensor (v itself may already be handed to a runtime), in as few
-# passes over the model as torch's fused ops allow: the coordinator's time per round (benchmarks/coordinator_floor.py).
-def _adagrad(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
-    return torch.addcmul(v, delta, delta)
-
-
-def _yogi(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
-    d2 = delta * delta
-    return torch.addcmul(v, d2, torch.sign(v - d2), value=-(1 - config.beta2))
-
-
-def _adam(v: torch.Tensor, delta: torch.Tensor, config) -> torch.Tensor:
-    return torch.mul(v, config.beta2).addcmul_(delta, delta, value=1 - config.beta2)
-
-
-# The one difference between the three: v's update from (v, Δ, config), by the config's name.
-SECOND_MOMENT: dict[str, Callable[[torch.Tensor, torch.Tensor, FedOptConfig], torch.Tensor]] = {
-    "fedadagrad": _adagrad, "fedyogi": _yogi, "fedadam": _adam,
-}
-
-
 class FedOptServer(DeltaServer):
     """x ← x + η·m/(√v + τ) over the round's mean Δ, v by the rule its config's name selects."""
 
@@ -97,12 +77,11 @@ class FedOptServer(DeltaServer):
     def apply(self, mean: torch.Tensor) -> None:
         cfg = self.config
         self.t += 1
-        # new tensors throughout (m, v and x may be tensors already handed to a runtime), each made in one
-        # fused pass where torch has the op, then changed in place
-        self.m = torch.mul(self.m, cfg.beta1).add_(mean, alpha=1 - cfg.beta1)
-        self.v = SECOND_MOMENT[cfg.name](self.v, mean, cfg)
-        self.params = torch.addcdiv(self.params, self.m, self.v.sqrt().add_(cfg.tau),
-                                    value=cfg.global_lr * self.bias_scale())
+        # new tensors (m, v and x may be tensors already handed to a runtime), the three in one pass; the rule
+        # for v by the config's name (model_passes.adaptive)
+        self.params, self.m, self.v = model_passes.adaptive(self.params, self.m, self.v, mean, cfg.name, cfg.beta1,
+                                                            getattr(cfg, "beta2", 0.0), cfg.tau,
+                                                            cfg.global_lr * self.bias_scale())
 
     def bias_scale(self) -> float:
         """√(1 − β2^t)/(1 − β1^t) under `bias_correction` (FedAdam), else 1."""

@@ -22,6 +22,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.base import AlgorithmSpec
 from edgesync.algorithms.local_sgd import DeltaServer, LocalSGDClient, LocalSGDConfig
 
@@ -41,8 +42,9 @@ class FedAvgMServer(DeltaServer):
         self.velocity = torch.zeros_like(self.params)  # v, the server's momentum buffer
 
     def apply(self, mean: torch.Tensor) -> None:
-        self.velocity = self.config.server_momentum * self.velocity + mean  # out of place: v may have been sent
-        self.params = self.params + self.config.global_lr * self.velocity
+        # v ← μ·v + mean, x ← x + ε·v: new tensors (v may have been sent), in one pass
+        self.params, self.velocity = model_passes.momentum(self.params, self.velocity, mean,
+                                                           self.config.server_momentum, self.config.global_lr)
 
     def replica_state(self) -> dict[str, torch.Tensor]:
         return {"velocity": self.velocity}

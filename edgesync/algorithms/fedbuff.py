@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, Instruction, Send, Update
 from edgesync.algorithms.fedasync import LocalStepsClient
@@ -150,7 +151,7 @@ class FedBuffServer(AsyncServer):
 
     def flush(self) -> None:
         """x ← x + η_g·(buffer / B); the statistics' weighted mean; a new version; an empty buffer."""
-        self.params = self.params + (self.config.server_lr / self.config.buffer_size) * self.buffer
+        self.params, _ = model_passes.step(self.params, self.buffer, self.config.server_lr / self.config.buffer_size)
         if self.statistics_sum is not None:
             self.buffers = self.statistics_sum / self.statistics_weight
         self.updates += 1

@@ -22,6 +22,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Update
@@ -137,7 +138,7 @@ class NAGASGDServer(AsyncServer):
     def apply(self, client: int, update: Update, lr: float):
         g = update.tensors["grad"]
         u = self.velocities.push(self.velocity_key(client), self.gradient(client, g), lr)
-        self.params = self.params - u
+        self.params, _ = model_passes.step(self.params, u, -1.0)  # θ − u, one pass
         return {}
 
 

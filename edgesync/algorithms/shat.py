@@ -50,7 +50,7 @@ from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 log = logging.getLogger("edgesync.algorithms.shat")
@@ -122,18 +122,30 @@ class SHATServer(AsyncServer):
         return shat_alpha(c, n, self.scale(n))
 
     def apply(self, client: int, update: Update, lr: float):
-        g = update.tensors["grad"]
-        c, n = self.updates - self.previous[client], len(self.clients)
-        alpha = self.alpha(c, n)
-        self.params, _ = model_passes.step(self.params, g, -lr)  # as ASGD, to the bit (α = 1 reproduces it)
-        self.previous[client] = self.updates + 1
-        self.owed[client] = (c, alpha)
-        stepped = torch.add(self.local[client], g, alpha=-self.lr_sent.get(client, lr))  # the client's own step
-        self.local[client] = mix(stepped, self.params, alpha)  # … and its mixing with the reply
-        return {"c_i": c, "alpha": round(alpha, 6), "n": n}
+        """θ̃ − η·g, as ASGD, to the bit (α = 1 reproduces it), and the client's mirror: its own step, then its mixing
+        with the reply."""
+        return self._mirrored_step(client, update, lr)[1]
 
     def computed_on(self, client: int) -> torch.Tensor:
         return self.local[client]
+
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """`gap_before` and `apply` in one pass: θ, g and the mirror read once (model_passes.mirrored)."""
+        if not self.hooks_are(SHATServer, "apply", "gap_before", "computed_on"):
+            return super().gap_and_apply(client, update, lr)
+        sq, extra = self._mirrored_step(client, update, lr)
+        return gap_of_sq_dist(sq, update.tensors["grad"].numel()), extra
+
+    def _mirrored_step(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """The step and the mirror's; Σ (θ − mirror)² before them, and the update log's fields."""
+        g = update.tensors["grad"]
+        c, n = self.updates - self.previous[client], len(self.clients)
+        alpha = self.alpha(c, n)
+        self.params, self.local[client], sq = model_passes.mirrored(  # the mirror: the client's step, then its mix
+            self.params, self.local[client], g, -lr, -self.lr_sent.get(client, lr), alpha)
+        self.previous[client] = self.updates + 1
+        self.owed[client] = (c, alpha)
+        return sq, {"c_i": c, "alpha": round(alpha, 6), "n": n}
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         c, alpha = self.owed.pop(client, (0, 1.0))  # the first instruction: θ̃ itself

@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.base import AlgorithmSpec
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.rounds import RoundConfig, RoundServer
@@ -30,11 +31,14 @@ class SSGDServer(RoundServer):
         self.velocity: torch.Tensor | None = None
 
     def apply(self, mean: torch.Tensor) -> None:
-        step = mean
+        # v is lr-free: no momentum correction needed; v and θ new tensors (either may have been sent), one pass
+        if self.config.momentum and self.velocity is not None:
+            self.params, self.velocity = model_passes.momentum(self.params, self.velocity, mean, self.config.momentum,
+                                                               -self.round_lr)
+            return
         if self.config.momentum:
-            self.velocity = mean if self.velocity is None else self.config.momentum * self.velocity + mean
-            step = self.velocity
-        self.params = self.params - self.round_lr * step  # v is lr-free: no momentum correction needed
+            self.velocity = mean
+        self.params, _ = model_passes.step(self.params, mean, -self.round_lr)
 
     def replica_state(self) -> dict[str, torch.Tensor]:
         return {} if self.velocity is None else {"velocity": self.velocity}

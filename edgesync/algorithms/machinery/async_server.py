@@ -75,15 +75,18 @@ class AsyncServer(ServerAlgorithm):
     def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict[str, Any]]:
         """`gap_before`, then `apply`. ASGD's own pair (neither hook overridden) is one pass: θ, g and θ_computed
         read once, the gap summed as the step is written (model_passes.step)."""
-        cls = type(self)
-        if cls.apply is not AsyncServer.apply or cls.gap_before is not AsyncServer.gap_before \
-                or cls.computed_on is not AsyncServer.computed_on:
+        if not self.hooks_are(AsyncServer, "apply", "gap_before", "computed_on"):
             g = self.gap_before(client)
             return g, self.apply(client, update, lr)
         sent = self.computed_on(client)
         gap_of = None if sent is self.params else (self.params, sent)
         self.params, sq = model_passes.step(self.params, update.tensors["grad"], -lr, gap_of)
         return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
+
+    def hooks_are(self, owner: type, *names: str) -> bool:
+        """Whether these hooks are still `owner`'s, not a subclass's: only then may `owner` fuse them into one pass
+        (a subclass that overrides one must see each called as the hooks promise)."""
+        return all(getattr(type(self), name) is getattr(owner, name) for name in names)
 
     # -- the loop ----------------------------------------------------------------------------------
     def start(self) -> list[Send]:
