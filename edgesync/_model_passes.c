@@ -38,12 +38,17 @@ static double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
     return total;
 }
 
-/* out = x + alpha·y (float32), and, when a and b are given, Σ (a_i − b_i)² read in the same pass. */
-static double step_f32(float *out, const float *x, const float *y, float alpha, const float *a, const float *b,
-                       Py_ssize_t n) {
+/* out = scale·x + alpha·y (float32; scale 1 is x itself, to the bit: ASGD's θ − η·g; FedAsync's (1 − α)·θ + α·x),
+ * and, when a and b are given, Σ (a_i − b_i)² read in the same pass. */
+static double step_f32(float *out, const float *x, const float *y, float scale, float alpha, const float *a,
+                       const float *b, Py_ssize_t n) {
     if (a == NULL) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            out[i] = x[i] + alpha * y[i];
+        if (scale == 1.0f)
+            for (Py_ssize_t i = 0; i < n; i++)
+                out[i] = x[i] + alpha * y[i];
+        else
+            for (Py_ssize_t i = 0; i < n; i++)
+                out[i] = x[i] * scale + alpha * y[i];
         return 0.0;
     }
     double part[LANES] = {0};
@@ -52,13 +57,13 @@ static double step_f32(float *out, const float *x, const float *y, float alpha, 
         for (int j = 0; j < LANES; j++) {
             double d = (double)a[i + j] - (double)b[i + j]; /* before out is written: out may be a */
             part[j] += d * d;
-            out[i + j] = x[i + j] + alpha * y[i + j];
+            out[i + j] = (scale == 1.0f ? x[i + j] : x[i + j] * scale) + alpha * y[i + j];
         }
     double total = 0;
     for (; i < n; i++) {
         double d = (double)a[i] - (double)b[i];
         total += d * d;
-        out[i] = x[i] + alpha * y[i];
+        out[i] = (scale == 1.0f ? x[i] : x[i] * scale) + alpha * y[i];
     }
     for (int j = 0; j < LANES; j++)
         total += part[j];
@@ -89,13 +94,49 @@ static void mean_f32(float *out, const double *sum, double divisor, double multi
         }
 }
 
-/* Momentum: v_out = mu·v + g; theta_out = theta + c·v_out (SSGD's velocity, FedAvgM's server momentum). */
-static void momentum_f32(float *theta_out, float *v_out, const float *theta, const float *v, const float *g, float mu,
-                         float c, Py_ssize_t n) {
+/* Momentum: v_out = mu·v + b·g; theta_out = theta + c·v_out (SSGD's velocity and FedAvgM's server momentum with
+ * b = 1, NAG/Multi-ASGD's u ← γ·u + η·g with c = −1); Σ (theta − sent)² read in the pass when sent is given. */
+static double momentum_f32(float *theta_out, float *v_out, const float *theta, const float *v, const float *g, float mu,
+                           float b, float c, const float *sent, Py_ssize_t n) {
+    double part[LANES] = {0};
     for (Py_ssize_t i = 0; i < n; i++) {
-        float vi = mu * v[i] + g[i];
+        if (sent != NULL) {
+            double d = (double)theta[i] - (double)sent[i];
+            part[i % LANES] += d * d;
+        }
+        float vi = mu * v[i] + b * g[i];
         v_out[i] = vi;
         theta_out[i] = theta[i] + c * vi;
+    }
+    double total = 0;
+    for (int j = 0; j < LANES; j++)
+        total += part[j];
+    return total;
+}
+
+/* theta_out = lerp(theta, x, w) as torch.lerp computes it (EASGD's elastic pull, FedAsync's mixing); delta_out,
+ * when given, = theta_out − theta (the step θ̃ took); out[0] = Σ (theta − sent)² when sent is given, out[1] = Σ delta². */
+static void lerp_f32(float *theta_out, float *delta_out, const float *theta, const float *x, float w, const float *sent,
+                     double *out, Py_ssize_t n) {
+    double gap[LANES] = {0}, step[LANES] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (sent != NULL) {
+            double d = (double)theta[i] - (double)sent[i];
+            gap[i % LANES] += d * d;
+        }
+        float diff = x[i] - theta[i];
+        float t = w < 0.5f ? theta[i] + w * diff : x[i] - diff * (1.0f - w);
+        if (delta_out != NULL) {
+            float d = t - theta[i];
+            delta_out[i] = d;
+            step[i % LANES] += (double)d * (double)d;
+        }
+        theta_out[i] = t;
+    }
+    out[0] = out[1] = 0;
+    for (int j = 0; j < LANES; j++) {
+        out[0] += gap[j];
+        out[1] += step[j];
     }
 }
 
@@ -171,18 +212,18 @@ static PyObject *sq_dist(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(total);
 }
 
-/* step(out, x, y, alpha, a, b, numel) -> out = x + alpha·y; returns Σ (a − b)² (0.0 when a is 0). */
+/* step(out, x, y, scale, alpha, a, b, numel) -> out = scale·x + alpha·y; returns Σ (a − b)² (0.0 when a is 0). */
 static PyObject *step(PyObject *self, PyObject *args) {
     PyObject *po, *px, *py, *pa, *pb;
-    double alpha;
+    double scale, alpha;
     Py_ssize_t n;
     void *out, *x, *y, *a, *b;
-    if (!PyArg_ParseTuple(args, "OOOdOOn", &po, &px, &py, &alpha, &pa, &pb, &n) || address(po, &out) < 0 ||
+    if (!PyArg_ParseTuple(args, "OOOddOOn", &po, &px, &py, &scale, &alpha, &pa, &pb, &n) || address(po, &out) < 0 ||
         address(px, &x) < 0 || address(py, &y) < 0 || address(pa, &a) < 0 || address(pb, &b) < 0)
         return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
-    total = step_f32(out, x, y, (float)alpha, a, b, n);
+    total = step_f32(out, x, y, (float)scale, (float)alpha, a, b, n);
     Py_END_ALLOW_THREADS
     return PyFloat_FromDouble(total);
 }
@@ -218,21 +259,40 @@ static PyObject *mean(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* momentum(theta_out, v_out, theta, v, g, mu, c, numel). */
+/* momentum(theta_out, v_out, theta, v, g, mu, b, c, sent, numel) -> Σ (theta − sent)² (0.0 when sent is 0). */
 static PyObject *momentum(PyObject *self, PyObject *args) {
+    PyObject *p[6];
+    void *a[6];
+    double mu, b, c;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOOdddOn", &p[0], &p[1], &p[2], &p[3], &p[4], &mu, &b, &c, &p[5], &n))
+        return NULL;
+    for (int k = 0; k < 6; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    total = momentum_f32(a[0], a[1], a[2], a[3], a[4], (float)mu, (float)b, (float)c, a[5], n);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
+/* lerp(theta_out, delta_out, theta, x, w, sent, numel) -> (Σ (theta − sent)², Σ delta²); delta_out and sent may be 0. */
+static PyObject *lerp(PyObject *self, PyObject *args) {
     PyObject *p[5];
     void *a[5];
-    double mu, c;
+    double w;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOOOddn", &p[0], &p[1], &p[2], &p[3], &p[4], &mu, &c, &n))
+    if (!PyArg_ParseTuple(args, "OOOOdOn", &p[0], &p[1], &p[2], &p[3], &w, &p[4], &n))
         return NULL;
     for (int k = 0; k < 5; k++)
         if (address(p[k], &a[k]) < 0)
             return NULL;
+    double out[2];
     Py_BEGIN_ALLOW_THREADS
-    momentum_f32(a[0], a[1], a[2], a[3], a[4], (float)mu, (float)c, n);
+    lerp_f32(a[0], a[1], a[2], a[3], (float)w, a[4], out, n);
     Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    return Py_BuildValue("(dd)", out[0], out[1]);
 }
 
 /* adaptive(x_out, m_out, v_out, x, m, v, d, beta1, 1 − beta1, beta2, 1 − beta2, tau, lr, kind, numel). */
@@ -279,10 +339,11 @@ static PyObject *mirrored(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"sq_dist", sq_dist, METH_VARARGS, "Sum of squared differences of two float32 vectors at addresses."},
-    {"step", step, METH_VARARGS, "out = x + alpha*y over float32 vectors, with a squared distance in the same pass."},
+    {"step", step, METH_VARARGS, "out = scale*x + alpha*y over float32 vectors, with a squared distance in the pass."},
     {"accumulate", accumulate, METH_VARARGS, "A float64 running sum plus w times a float32 vector."},
     {"mean", mean, METH_VARARGS, "A float64 sum's mean rounded to float32, optionally applied as theta + eps*mean."},
-    {"momentum", momentum, METH_VARARGS, "v' = mu*v + g and theta' = theta + c*v' in one pass."},
+    {"momentum", momentum, METH_VARARGS, "v' = mu*v + b*g and theta' = theta + c*v' in one pass, with a gap."},
+    {"lerp", lerp, METH_VARARGS, "theta' = lerp(theta, x, w), its step and a gap in one pass."},
     {"adaptive", adaptive, METH_VARARGS, "FedAdam/FedYogi/FedAdagrad's m, v and x in one pass."},
     {"mirrored", mirrored, METH_VARARGS, "SHAT's step and its mirror's, with their squared distance, in one pass."},
     {NULL, NULL, 0, NULL},

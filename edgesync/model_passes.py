@@ -47,18 +47,20 @@ def sq_dist(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).square_().sum())
 
 
-def step(x: torch.Tensor, y: torch.Tensor, alpha: float,
-         gap_of: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, float | None]:
-    """A new vector x + alpha·y (x is not changed: it may still be on its way to a client), and, when `gap_of`
-    = (a, b) is given, Σ (a − b)² read in the same pass (else None)."""
+def step(x: torch.Tensor, y: torch.Tensor, alpha: float, gap_of: tuple[torch.Tensor, torch.Tensor] | None = None,
+         scale: float = 1.0) -> tuple[torch.Tensor, float | None]:
+    """A new vector scale·x + alpha·y (x is not changed: it may still be on its way to a client; scale 1 leaves x's
+    values as they are), and, when `gap_of` = (a, b) is given, Σ (a − b)² read in the same pass (else None)."""
     a, b = gap_of if gap_of is not None else (None, None)
     if _native_ok(x, y, a, b, dtypes=(F32,) * 4):
         out = torch.empty_like(x)
-        total = _native.step(out.data_ptr(), x.data_ptr(), y.data_ptr(), alpha,
+        total = _native.step(out.data_ptr(), x.data_ptr(), y.data_ptr(), scale, alpha,
                              0 if a is None else a.data_ptr(), 0 if b is None else b.data_ptr(), x.numel())
         return out, (total if gap_of is not None else None)
     total = sq_dist(a, b) if gap_of is not None else None
-    return torch.add(x, y, alpha=alpha), total
+    if scale == 1.0:
+        return torch.add(x, y, alpha=alpha), total
+    return x.mul(scale).add_(y, alpha=alpha), total
 
 
 def accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
@@ -91,17 +93,37 @@ def mean(total: torch.Tensor, divisor: float, multiplier: float = 1.0,
     return m if theta is None else torch.add(theta, m, alpha=eps)
 
 
-def momentum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, mu: float,
-             c: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Momentum's two new vectors in one pass: v' = mu·v + g, θ' = θ + c·v' (SSGD's velocity with c = −η,
-    FedAvgM's server momentum with c = ε)."""
-    if _native_ok(theta, v, g, dtypes=(F32,) * 3):
+def momentum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, mu: float, c: float, b: float = 1.0,
+             gap_of: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, float | None]:
+    """Momentum's two new vectors in one pass: v' = mu·v + b·g, θ' = θ + c·v' (SSGD's velocity with c = −η,
+    FedAvgM's server momentum with c = ε, NAG-ASGD's u ← γ·u + η·g with b = η, c = −1); and Σ (θ − gap_of)² read
+    in the same pass when `gap_of` is given (else None)."""
+    if _native_ok(theta, v, g, gap_of, dtypes=(F32,) * 4):
         theta_out, v_out = torch.empty_like(theta), torch.empty_like(v)
-        _native.momentum(theta_out.data_ptr(), v_out.data_ptr(), theta.data_ptr(), v.data_ptr(), g.data_ptr(),
-                         mu, c, theta.numel())
-        return theta_out, v_out
-    v_out = mu * v + g
-    return theta + c * v_out, v_out
+        sq = _native.momentum(theta_out.data_ptr(), v_out.data_ptr(), theta.data_ptr(), v.data_ptr(), g.data_ptr(),
+                              mu, b, c, 0 if gap_of is None else gap_of.data_ptr(), theta.numel())
+        return theta_out, v_out, (sq if gap_of is not None else None)
+    sq = sq_dist(theta, gap_of) if gap_of is not None else None
+    v_out = mu * v + (g if b == 1.0 else b * g)  # × 1.0 changes no bit
+    return theta + c * v_out, v_out, sq
+
+
+def lerp(theta: torch.Tensor, x: torch.Tensor, w: float, gap_of: torch.Tensor | None = None,
+         with_step: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, float | None, float | None]:
+    """θ' = θ + w·(x − θ) as torch.lerp computes it, in one pass with, when asked, the step θ' − θ (a new vector, and
+    its Σ of squares) and Σ (θ − gap_of)²: (θ', step or None, Σ (θ − gap_of)² or None, Σ step² or None)."""
+    if _native_ok(theta, x, gap_of, dtypes=(F32,) * 3):
+        theta_out = torch.empty_like(theta)
+        step_out = torch.empty_like(theta) if with_step else None
+        sq_gap, sq_step = _native.lerp(theta_out.data_ptr(), 0 if step_out is None else step_out.data_ptr(),
+                                       theta.data_ptr(), x.data_ptr(), w, 0 if gap_of is None else gap_of.data_ptr(),
+                                       theta.numel())
+    else:
+        sq_gap = sq_dist(theta, gap_of) if gap_of is not None else None
+        theta_out = torch.lerp(theta, x, w)
+        step_out = theta_out - theta if with_step else None
+        sq_step = float(step_out.double().square().sum()) if with_step else None
+    return theta_out, step_out, (sq_gap if gap_of is not None else None), (sq_step if with_step else None)
 
 
 ADAPTIVE_KINDS = {"fedadam": 0, "fedyogi": 1, "fedadagrad": 2}

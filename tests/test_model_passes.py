@@ -138,12 +138,37 @@ def test_c_agrees_with_torch_on_every_pass(n, alpha, seed, divisor, weight):
 
 
 def test_momentum_is_a_new_velocity_and_a_step_along_it(way):
-    theta, v, g = vectors(777, 3)
+    theta, v, g, sent = vectors(777, 4)
     before = [t.clone() for t in (theta, v, g)]
-    theta2, v2 = model_passes.momentum(theta, v, g, 0.9, -0.05)
+    theta2, v2, sq = model_passes.momentum(theta, v, g, 0.9, -0.05)
+    assert sq is None
     torch.testing.assert_close(v2, 0.9 * v + g, rtol=0, atol=0)  # two roundings, as torch's own ops
     torch.testing.assert_close(theta2, theta - 0.05 * v2, rtol=0, atol=0)
     assert all(torch.equal(t, t0) for t, t0 in zip((theta, v, g), before))
+    # NAG-ASGD's form: u ← γ·u + η·g, θ − u, with the gap to the model the update was computed on
+    theta3, u, sq = model_passes.momentum(theta, v, g, 0.9, -1.0, b=0.05, gap_of=sent)
+    torch.testing.assert_close(u, 0.9 * v + 0.05 * g, rtol=0, atol=1e-7)
+    torch.testing.assert_close(theta3, theta - u, rtol=0, atol=0)
+    assert sq == pytest.approx(float(((theta.double() - sent.double()) ** 2).sum()), rel=1e-12)
+
+
+@pytest.mark.parametrize("w", [0.0, 0.2, 0.5, 0.9, 1.0])
+def test_lerp_pulls_as_torch_lerp_and_returns_the_step_it_took(way, w):
+    theta, x, sent = vectors(1025, 3, seed=6)
+    out, step, sq_gap, sq_step = model_passes.lerp(theta, x, w, sent, with_step=True)
+    torch.testing.assert_close(out, torch.lerp(theta, x, w), rtol=0, atol=1e-6)
+    assert torch.equal(step, out - theta)  # θ + step is θ's new value (EASGD's δ)
+    assert sq_step == pytest.approx(float((step.double() ** 2).sum()), rel=1e-12, abs=1e-300)
+    assert sq_gap == pytest.approx(float(((theta.double() - sent.double()) ** 2).sum()), rel=1e-12)
+    out2, none_step, none_gap, none_sq = model_passes.lerp(theta, x, w)
+    assert torch.equal(out2, out) and none_step is None and none_gap is None and none_sq is None
+
+
+def test_a_scaled_step_is_fedasyncs_mix(way):
+    x, x_new = vectors(640, 2, seed=7)
+    out, _ = model_passes.step(x, x_new, 0.3, scale=0.7)
+    torch.testing.assert_close(out, x.mul(0.7).add_(x_new, alpha=0.3), rtol=0, atol=1e-6)
+    assert torch.equal(model_passes.step(x, x_new, 0.0, scale=1.0)[0], x)  # α = 0: x, to the bit
 
 
 @pytest.mark.parametrize("rule", ["fedadam", "fedyogi", "fedadagrad"])

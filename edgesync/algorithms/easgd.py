@@ -22,15 +22,17 @@ expectation, whatever τ).
 """
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 
@@ -50,13 +52,23 @@ class EASGDServer(AsyncServer):
         self.delta: dict[int, torch.Tensor] = {}  # the δ each client is owed
 
     def apply(self, client: int, update: Update, lr: float):
-        # θ̃ + α·(x − θ̃) in one pass, and δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new value, to the bit);
-        # the distance ‖x − θ̃‖ is ‖δ‖/α
-        theta = self.params
-        self.params = torch.lerp(theta, update.tensors["params"], self.alpha)
-        delta = self.params - theta
+        return self._pull(client, update)[1]
+
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """The gap read in the pass of the pull, unless a subclass overrides a hook this fuses."""
+        if not self.hooks_are(EASGDServer, "apply", "gap_before", "computed_on"):
+            return super().gap_and_apply(client, update, lr)
+        sent = self.computed_on(client)
+        sq_gap, fields = self._pull(client, update, None if sent is self.params else sent)
+        return (0.0 if sq_gap is None else gap_of_sq_dist(sq_gap, self.params.numel())), fields
+
+    def _pull(self, client: int, update: Update, gap_of: torch.Tensor | None = None) -> tuple[float | None, dict]:
+        """θ̃ + α·(x − θ̃) in one pass (model_passes.lerp), δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new value,
+        to the bit); the distance ‖x − θ̃‖ is ‖δ‖/α. Returns Σ (θ̃ − gap_of)² (None without gap_of) and the log's fields."""
+        self.params, delta, sq_gap, sq = model_passes.lerp(self.params, update.tensors["params"], self.alpha, gap_of,
+                                                           with_step=True)
         self.delta[client] = delta
-        return {"distance": round(rms(delta) / self.alpha, 9)}
+        return sq_gap, {"distance": round(math.sqrt(sq / delta.numel()) / self.alpha, 9)}
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         meta = {"lr": self.lr, "local_steps": self.config.local_steps}

@@ -36,11 +36,12 @@ from typing import ClassVar, Literal
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.local_sgd import LocalRound
-from edgesync.algorithms.machinery.staleness import GRAD_RMS
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist
 
 Staleness = Literal["polynomial", "hinge", "constant"]
 
@@ -75,12 +76,25 @@ class FedAsyncServer(AsyncServer):
     latest_statistics = False  # mixed with α_t in apply()
 
     def apply(self, client: int, update: Update, lr: float) -> dict:
+        return self._mix(update)[1]
+
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """The gap read in the pass of the mix, unless a subclass overrides a hook this fuses."""
+        if not self.hooks_are(FedAsyncServer, "apply", "gap_before", "computed_on"):
+            return super().gap_and_apply(client, update, lr)
+        sent = self.computed_on(client)
+        sq, fields = self._mix(update, None if sent is self.params else (self.params, sent))
+        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), fields
+
+    def _mix(self, update: Update, gap_of: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[float | None, dict]:
+        """x ← (1 − α_t)·x + α_t·x_new in one pass (model_passes.step), the statistics mixed the same; Σ (x − θ_computed)²
+        when `gap_of` is given, and the log's fields."""
         cfg = self.config
         alpha_t = cfg.alpha * staleness_weight(cfg.staleness, self.lag_of(update), cfg.a, cfg.b)
-        self.params = mix(self.params, update.tensors["params"], alpha_t)
+        self.params, sq = model_passes.step(self.params, update.tensors["params"], alpha_t, gap_of, scale=1.0 - alpha_t)
         if "buffers" in update.tensors:
             self.buffers = mix(self.buffers, update.tensors["buffers"], alpha_t)
-        return {"alpha": round(alpha_t, 9)}
+        return sq, {"alpha": round(alpha_t, 9)}
 
     def instruction(self, client: int, theta: torch.Tensor) -> Instruction:
         return model_instruction(theta, self.buffers, self.updates, lr=self.lr)

@@ -43,7 +43,7 @@ class FedAvgMServer(DeltaServer):
 
     def apply(self, mean: torch.Tensor) -> None:
         # v ← μ·v + mean, x ← x + ε·v: new tensors (v may have been sent), in one pass
-        self.params, self.velocity = model_passes.momentum(self.params, self.velocity, mean,
+        self.params, self.velocity, _ = model_passes.momentum(self.params, self.velocity, mean,
                                                            self.config.server_momentum, self.config.global_lr)
 
     def replica_state(self) -> dict[str, torch.Tensor]:

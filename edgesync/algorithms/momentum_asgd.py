@@ -26,7 +26,7 @@ from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Update
-from edgesync.algorithms.machinery.staleness import rms
+from edgesync.algorithms.machinery.staleness import gap_of_sq_dist, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
 
 
@@ -110,6 +110,19 @@ class Velocities:
         self.u[key], self.lr_of[key] = new, lr
         return new
 
+    def step(self, key: int, g: torch.Tensor, lr: float, theta: torch.Tensor,
+             gap_of: torch.Tensor | None = None) -> tuple[torch.Tensor, float | None]:
+        """`push`, then θ − u_key: (the new θ, Σ (θ − gap_of)² or None). One pass over θ, u_key, g (and gap_of) where
+        u_key exists and no sum is tracked (model_passes.momentum)."""
+        old = None if self.track_sum else self.get(key, lr)
+        if old is None:
+            sq = model_passes.sq_dist(theta, gap_of) if gap_of is not None else None
+            theta_out, _ = model_passes.step(theta, self.push(key, g, lr), -1.0)  # θ − u, one pass
+            return theta_out, sq
+        theta_out, self.u[key], sq = model_passes.momentum(theta, old, g, self.momentum, -1.0, b=lr, gap_of=gap_of)
+        self.lr_of[key] = lr
+        return theta_out, sq
+
     def drop(self, key: int) -> None:
         u = self.u.pop(key, None)
         lr = self.lr_of.pop(key, None)
@@ -136,10 +149,18 @@ class NAGASGDServer(AsyncServer):
         return g
 
     def apply(self, client: int, update: Update, lr: float):
-        g = update.tensors["grad"]
-        u = self.velocities.push(self.velocity_key(client), self.gradient(client, g), lr)
-        self.params, _ = model_passes.step(self.params, u, -1.0)  # θ − u, one pass
+        g = self.gradient(client, update.tensors["grad"])
+        self.params, _ = self.velocities.step(self.velocity_key(client), g, lr, self.params)
         return {}
+
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """The gap read in the pass that steps θ and u (unless a subclass overrides a hook it fuses)."""
+        if not self.hooks_are(NAGASGDServer, "apply", "gradient", "gap_before", "computed_on"):
+            return super().gap_and_apply(client, update, lr)
+        sent = self.computed_on(client)
+        gap_of = None if sent is self.params else sent
+        self.params, sq = self.velocities.step(self.velocity_key(client), update.tensors["grad"], lr, self.params, gap_of)
+        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
 
 
 class MultiASGDServer(NAGASGDServer):

@@ -33,7 +33,7 @@ class SSGDServer(RoundServer):
     def apply(self, mean: torch.Tensor) -> None:
         # v is lr-free: no momentum correction needed; v and θ new tensors (either may have been sent), one pass
         if self.config.momentum and self.velocity is not None:
-            self.params, self.velocity = model_passes.momentum(self.params, self.velocity, mean, self.config.momentum,
+            self.params, self.velocity, _ = model_passes.momentum(self.params, self.velocity, mean, self.config.momentum,
                                                                -self.round_lr)
             return
         if self.config.momentum:
