@@ -54,13 +54,19 @@ TARGET = 3.0
 # read and written: 4), `apply` is the round's aggregation (the sum read: 2, the mean written: 1, θ read and
 # written: 2).
 VECTORS = {
-    "asgd": 3, "ssp": 3, "dana_slim": 3, "shat": 3, "shat_root": 3, "ensemble": 3,
+    "asgd": 3, "ssp": 3, "dana_slim": 3,
+    # SHAT's θ_computed is the master's mirror of the client's θ_i, which no reply holds: it is read for the gap
+    # and written with the client's step and mixing every update (+1 beside ASGD's 3; it was counted 3 before
+    # 2026-12-02, which left that write out)
+    "shat": 4, "shat_root": 4, "ensemble": 4,
     "nag_asgd": 5,      # + v read and written
     "multi_asgd": 5,    # + v_i read and written
     "dc_asgd": 5,       # + v_i; θ_i^sent is θ_computed
     "dana_zero": 8,     # + v_i, Σv read and written, θ̂ written
     "dana_dc": 8,       # as DANA-Zero; θ̂_i is θ_computed
-    "easgd": 2,         # θ̃ ← θ̃ + δ
+    # θ̃ read and written, δ (the reply, model-sized) written, θ_computed read for the gap (it was counted 2 before
+    # 2026-12-02: θ̃ ← θ̃ + δ alone, which left out the reply it must write and the gap every member logs)
+    "easgd": 4,
     "fedasync": 3,      # θ ← (1−α)θ + αθ_client, + θ_computed
     "fedbuff": 3,       # θ and the buffer read, θ written (the buffer's reset is free)
     # the DGS family's master (dgs.DGSServer, Alg. 2): M and v_k read and written, θ = θ₀ + M written, θ₀ read,

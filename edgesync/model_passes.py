@@ -93,6 +93,16 @@ def mean(total: torch.Tensor, divisor: float, multiplier: float = 1.0,
     return m if theta is None else torch.add(theta, m, alpha=eps)
 
 
+def split_pairs(pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A float32 tensor of shape (n, 2) into its two columns, new contiguous tensors, in one pass (SCAFFOLD's update
+    carries Δy and Δc as pairs)."""
+    if pairs.dim() == 2 and pairs.shape[1] == 2 and _native_ok(pairs, dtypes=(F32,)):
+        a, b = torch.empty(pairs.shape[0]), torch.empty(pairs.shape[0])
+        _native.split_pairs(a.data_ptr(), b.data_ptr(), pairs.data_ptr(), pairs.shape[0])
+        return a, b
+    return pairs[:, 0].clone(), pairs[:, 1].clone()
+
+
 def momentum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, mu: float, c: float, b: float = 1.0,
              gap_of: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, float | None]:
     """Momentum's two new vectors in one pass: v' = mu·v + b·g, θ' = θ + c·v' (SSGD's velocity with c = −η,

@@ -198,3 +198,10 @@ def test_shats_mirrored_step_steps_both_and_mixes(way, mix):
     else:
         torch.testing.assert_close(mirror2, torch.lerp(s, t, mix), rtol=0, atol=1e-6)
     assert sq == pytest.approx(float(((theta.double() - mirror.double()) ** 2).sum()), rel=1e-12)
+
+
+def test_pairs_split_into_their_two_halves(way):
+    pairs = torch.randn(333, 2)
+    a, b = model_passes.split_pairs(pairs)
+    assert torch.equal(a, pairs[:, 0]) and torch.equal(b, pairs[:, 1])
+    assert a.is_contiguous() and b.is_contiguous() and a.data_ptr() != pairs.data_ptr()

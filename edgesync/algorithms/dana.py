@@ -23,6 +23,7 @@ from typing import Literal
 
 import torch
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Instruction, Update
@@ -48,7 +49,9 @@ class DanaZeroServer(MultiASGDServer):
     def outgoing(self, client: int) -> torch.Tensor:
         """θ̂ = θ − η·γ·Σ_j v_j (velocities are η·v: θ − γ·Σ_j u_j at the current η)."""
         total = self.velocities.total(self.lr)
-        return self.params if total is None else self.params - self.config.momentum * total
+        if total is None:
+            return self.params
+        return model_passes.step(self.params, total, -self.config.momentum)[0]  # θ − γ·Σ_j u_j, one pass
 
 
 class DanaDCServer(DelayCompensation, DanaZeroServer):

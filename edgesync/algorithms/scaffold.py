@@ -88,8 +88,7 @@ def unpack(packed: torch.Tensor, numel: int) -> tuple[torch.Tensor, torch.Tensor
     if packed.dtype != torch.int64 or packed.dim() != 1 or packed.numel() != numel:
         raise ValueError(f"a scaffold update's 'delta' is {numel} int64 (Δy and Δc as float32 pairs); got "
                          f"{packed.dtype} of shape {list(packed.shape)}")
-    pairs = packed.contiguous().view(torch.float32).view(-1, 2)
-    return pairs[:, 0].clone(), pairs[:, 1].clone()
+    return model_passes.split_pairs(packed.contiguous().view(torch.float32).view(-1, 2))
 
 
 # -- option I's full pass --------------------------------------------------------------------------------

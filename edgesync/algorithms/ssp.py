@@ -39,10 +39,11 @@ class SSPServer(AsyncServer):
         self.clock = {c: 0 for c in self.clients}  # t_i: updates client i has pushed
         self.waiting: set[int] = set()  # clients whose reply is held
 
-    def apply(self, client: int, update: Update, lr: float):
+    def gap_and_apply(self, client: int, update: Update, lr: float):
+        """ASGD's step and gap (one pass: `apply` is ASGD's), the client's clock ticked first."""
         self.clock[client] += 1
-        extra = super().apply(client, update, lr)
-        return {**extra, "clock": self.clock[client], "held": self._ahead(client)}
+        g, extra = super().gap_and_apply(client, update, lr)
+        return g, {**extra, "clock": self.clock[client], "held": self._ahead(client)}
 
     def after_update(self, client: int) -> list[Send]:
         self.waiting.add(client)
