@@ -78,6 +78,9 @@ VECTORS = {
     "scaffold": 9,      # + c read and written, the float64 ΣΔc read
 }
 COLLECT_VECTORS = 4
+# SCAFFOLD's rounds keep two float64 sums, Δy's and Δc's, each read and written by every update (it was counted 4
+# before 2026-12-02, the Δy sum alone)
+COLLECT_VECTORS_OF = {"scaffold": 8}
 BASE_STEP_S = 0.02  # the ×1 device's step the saturation figures assume
 
 
@@ -163,7 +166,7 @@ def floor_bytes(name: str, part: str, message_bytes: int, vector_bytes: int) -> 
     """The bytes a part's floor copies."""
     if part in ("decode_update", "encode_send"):
         return message_bytes
-    vectors = VECTORS.get(name, 3) if part == "apply" else COLLECT_VECTORS
+    vectors = VECTORS.get(name, 3) if part == "apply" else COLLECT_VECTORS_OF.get(name, COLLECT_VECTORS)
     return (message_bytes + vectors * vector_bytes) // 2
 
 
