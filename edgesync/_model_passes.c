@@ -53,6 +53,15 @@ static double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
+/* Σ (a_i − b_i)² block by block, summed in the order every fused pass below sums its gap: the same bits whichever
+ * pass measured it. */
+static double sq_dist_blocked(const float *a, const float *b, Py_ssize_t n) {
+    double total = 0;
+    for (Py_ssize_t k = 0; k < n; k += BLOCK)
+        total += sq_dist_f32(a + k, b + k, MIN(BLOCK, n - k));
+    return total;
+}
+
 /* out = scale·x + alpha·y (float32; scale 1 is x itself, to the bit: ASGD's θ − η·g; FedAsync's (1 − α)·θ + α·x),
  * and, when a and b are given, Σ (a_i − b_i)² read in the same pass (each block's before its out is written: out may
  * be a). */
@@ -217,10 +226,10 @@ static PyObject *sq_dist(PyObject *self, PyObject *args) {
     double total;
     if (n * 8 >= RELEASE_GIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        total = sq_dist_f32(a, b, n);
+        total = sq_dist_blocked(a, b, n);
         Py_END_ALLOW_THREADS
     } else {
-        total = sq_dist_f32(a, b, n);
+        total = sq_dist_blocked(a, b, n);
     }
     return PyFloat_FromDouble(total);
 }

@@ -205,3 +205,16 @@ def test_pairs_split_into_their_two_halves(way):
     a, b = model_passes.split_pairs(pairs)
     assert torch.equal(a, pairs[:, 0]) and torch.equal(b, pairs[:, 1])
     assert a.is_contiguous() and b.is_contiguous() and a.data_ptr() != pairs.data_ptr()
+
+
+def test_every_pass_sums_the_gap_to_the_same_bits():
+    """The gap of one pair of vectors is the same float64 whichever pass measured it (sq_dist, a step, momentum, a
+    lerp, SHAT's mirror): a run's logged gaps do not depend on which server half took them."""
+    if not model_passes.NATIVE:
+        pytest.skip("the C extension is not built here")
+    theta, sent, g = vectors(10_000, 3, seed=10)  # several blocks
+    want = model_passes.sq_dist(theta, sent)
+    assert model_passes.step(theta, g, -0.1, (theta, sent))[1] == want
+    assert model_passes.momentum(theta, g, g, 0.9, -1.0, b=0.1, gap_of=sent)[2] == want
+    assert model_passes.lerp(theta, g, 0.3, sent)[2] == want
+    assert model_passes.mirrored(theta, sent, g, -0.1, -0.1, 0.5)[2] == want
