@@ -63,8 +63,9 @@ class EASGDServer(AsyncServer):
         return (0.0 if sq_gap is None else gap_of_sq_dist(sq_gap, self.params.numel())), fields
 
     def _pull(self, client: int, update: Update, gap_of: torch.Tensor | None = None) -> tuple[float | None, dict]:
-        """θ̃ + α·(x − θ̃) in one pass (model_passes.lerp), δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new value,
-        to the bit); the distance ‖x − θ̃‖ is ‖δ‖/α. Returns Σ (θ̃ − gap_of)² (None without gap_of) and the log's fields."""
+        """θ̃ + α·(x − θ̃) in one pass (model_passes.lerp), δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new
+        value, to the bit); the distance ‖x − θ̃‖ is ‖δ‖/α. Returns Σ (θ̃ − gap_of)² (None without gap_of) and the
+        log's fields."""
         self.params, delta, sq_gap, sq = model_passes.lerp(self.params, update.tensors["params"], self.alpha, gap_of,
                                                            with_step=True)
         self.delta[client] = delta

@@ -86,9 +86,10 @@ class FedAsyncServer(AsyncServer):
         sq, fields = self._mix(update, None if sent is self.params else (self.params, sent))
         return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), fields
 
-    def _mix(self, update: Update, gap_of: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[float | None, dict]:
-        """x ← (1 − α_t)·x + α_t·x_new in one pass (model_passes.step), the statistics mixed the same; Σ (x − θ_computed)²
-        when `gap_of` is given, and the log's fields."""
+    def _mix(self, update: Update,
+             gap_of: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[float | None, dict]:
+        """x ← (1 − α_t)·x + α_t·x_new in one pass (model_passes.step), the statistics mixed the same; Σ (x −
+        θ_computed)² when `gap_of` is given, and the log's fields."""
         cfg = self.config
         alpha_t = cfg.alpha * staleness_weight(cfg.staleness, self.lag_of(update), cfg.a, cfg.b)
         self.params, sq = model_passes.step(self.params, update.tensors["params"], alpha_t, gap_of, scale=1.0 - alpha_t)

@@ -159,7 +159,8 @@ class NAGASGDServer(AsyncServer):
             return super().gap_and_apply(client, update, lr)
         sent = self.computed_on(client)
         gap_of = None if sent is self.params else sent
-        self.params, sq = self.velocities.step(self.velocity_key(client), update.tensors["grad"], lr, self.params, gap_of)
+        key = self.velocity_key(client)
+        self.params, sq = self.velocities.step(key, update.tensors["grad"], lr, self.params, gap_of)
         return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
 
 
