@@ -136,6 +136,26 @@ static void lerp_block(float *out, const float *start, const float *end, float w
             out[i] = end[i] - (end[i] - start[i]) * (1.0f - w);
 }
 
+/* As momentum_f32, with a running sum of every key's velocity kept beside it (DANA's Σ_j u_j): sum_out = sum +
+ * (v_out − v), the difference rounded first as momentum_asgd.Velocities.push rounds it. */
+static double momentum_sum_f32(float *theta_out, float *v_out, float *sum_out, const float *theta, const float *v,
+                               const float *g, const float *sum, float mu, float b, float c, const float *sent,
+                               Py_ssize_t n) {
+    double total = 0;
+    for (Py_ssize_t k = 0; k < n; k += BLOCK) {
+        Py_ssize_t m = MIN(BLOCK, n - k);
+        if (sent != NULL)
+            total += sq_dist_f32(theta + k, sent + k, m);
+        for (Py_ssize_t i = k; i < k + m; i++) {
+            float vi = mu * v[i] + b * g[i];
+            sum_out[i] = sum[i] + (vi - v[i]);
+            v_out[i] = vi;
+            theta_out[i] = theta[i] + c * vi;
+        }
+    }
+    return total;
+}
+
 /* theta_out = lerp(theta, x, w) (EASGD's elastic pull); delta_out, when given, = theta_out − theta (the step θ̃ took);
  * out[0] = Σ (theta − sent)² when sent is given, out[1] = Σ delta². */
 static void lerp_f32(float *theta_out, float *delta_out, const float *theta, const float *x, float w, const float *sent,
@@ -197,6 +217,22 @@ static double mirrored_f32(float *theta_out, float *mirror_out, const float *the
         } else {
             for (Py_ssize_t i = k; i < k + m; i++)
                 theta_out[i] = theta[i] + a * g[i];
+        }
+    }
+    return total;
+}
+
+/* DC-ASGD's and DANA-DC's compensated gradient (momentum_asgd.delay_compensate): out = g + lam·(g⊙g)⊙(theta − sent),
+ * each operation rounded as torch's mul, sub and addcmul round it; Σ (theta − sent)² (the gap) read in the pass. */
+static double delay_compensated_f32(float *out, const float *g, const float *theta, const float *sent, float lam,
+                                    Py_ssize_t n) {
+    double total = 0;
+    for (Py_ssize_t k = 0; k < n; k += BLOCK) {
+        Py_ssize_t m = MIN(BLOCK, n - k);
+        total += sq_dist_f32(theta + k, sent + k, m);
+        for (Py_ssize_t i = k; i < k + m; i++) {
+            float drift = theta[i] - sent[i], gg = g[i] * g[i];
+            out[i] = g[i] + lam * gg * drift;
         }
     }
     return total;
@@ -299,6 +335,26 @@ static PyObject *momentum(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(total);
 }
 
+/* momentum_sum(theta_out, v_out, sum_out, theta, v, g, sum, mu, b, c, sent, numel) -> Σ (theta − sent)² (0.0 when sent
+ * is 0). */
+static PyObject *momentum_sum(PyObject *self, PyObject *args) {
+    PyObject *p[8];
+    void *a[8];
+    double mu, b, c;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOOOOdddOn", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &mu, &b, &c, &p[7],
+                          &n))
+        return NULL;
+    for (int k = 0; k < 8; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    total = momentum_sum_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], (float)mu, (float)b, (float)c, a[7], n);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
 /* lerp(theta_out, delta_out, theta, x, w, sent, numel) -> (Σ (theta − sent)², Σ delta²); delta_out and sent may be 0. */
 static PyObject *lerp(PyObject *self, PyObject *args) {
     PyObject *p[5];
@@ -359,6 +415,24 @@ static PyObject *mirrored(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(total);
 }
 
+/* delay_compensated(out, g, theta, sent, lam, numel) -> Σ (theta − sent)²; out = g + lam·g⊙g⊙(theta − sent). */
+static PyObject *delay_compensated(PyObject *self, PyObject *args) {
+    PyObject *p[4];
+    void *a[4];
+    double lam;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOOdn", &p[0], &p[1], &p[2], &p[3], &lam, &n))
+        return NULL;
+    for (int k = 0; k < 4; k++)
+        if (address(p[k], &a[k]) < 0)
+            return NULL;
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    total = delay_compensated_f32(a[0], a[1], a[2], a[3], (float)lam, n);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
 /* split_pairs(a, b, pairs, numel): numel pairs of float32 into a and b. */
 static PyObject *split_pairs(PyObject *self, PyObject *args) {
     PyObject *p[3];
@@ -381,7 +455,9 @@ static PyMethodDef methods[] = {
     {"accumulate", accumulate, METH_VARARGS, "A float64 running sum plus w times a float32 vector."},
     {"mean", mean, METH_VARARGS, "A float64 sum's mean rounded to float32, optionally applied as theta + eps*mean."},
     {"momentum", momentum, METH_VARARGS, "v' = mu*v + b*g and theta' = theta + c*v' in one pass, with a gap."},
+    {"delay_compensated", delay_compensated, METH_VARARGS, "DC-ASGD's compensated gradient and the gap, one pass."},
     {"split_pairs", split_pairs, METH_VARARGS, "A vector of float32 pairs into its two halves, one pass."},
+    {"momentum_sum", momentum_sum, METH_VARARGS, "momentum with a running sum of the velocities, one pass."},
     {"lerp", lerp, METH_VARARGS, "theta' = lerp(theta, x, w), its step and a gap in one pass."},
     {"adaptive", adaptive, METH_VARARGS, "FedAdam/FedYogi/FedAdagrad's m, v and x in one pass."},
     {"mirrored", mirrored, METH_VARARGS, "SHAT's step and its mirror's, with their squared distance, in one pass."},

@@ -93,6 +93,18 @@ def mean(total: torch.Tensor, divisor: float, multiplier: float = 1.0,
     return m if theta is None else torch.add(theta, m, alpha=eps)
 
 
+def delay_compensated(g: torch.Tensor, theta: torch.Tensor, sent: torch.Tensor,
+                      lam: float) -> tuple[torch.Tensor, float]:
+    """DC-ASGD's ĝ = g + λ·g⊙g⊙(θ − θ_sent), a new vector, and Σ (θ − θ_sent)² (the gap), in one pass: no drift
+    vector is made."""
+    if _native_ok(g, theta, sent, dtypes=(F32,) * 3):
+        out = torch.empty_like(g)
+        sq = _native.delay_compensated(out.data_ptr(), g.data_ptr(), theta.data_ptr(), sent.data_ptr(), lam, g.numel())
+        return out, sq
+    out = torch.mul(g, g)
+    return torch.addcmul(g, out, theta - sent, value=lam, out=out), sq_dist(theta, sent)
+
+
 def split_pairs(pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A float32 tensor of shape (n, 2) into its two columns, new contiguous tensors, in one pass (SCAFFOLD's update
     carries Δy and Δc as pairs)."""
@@ -116,6 +128,21 @@ def momentum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, mu: float, c
     sq = sq_dist(theta, gap_of) if gap_of is not None else None
     v_out = mu * v + (g if b == 1.0 else b * g)  # × 1.0 changes no bit
     return theta + c * v_out, v_out, sq
+
+
+def momentum_sum(theta: torch.Tensor, v: torch.Tensor, g: torch.Tensor, total: torch.Tensor, mu: float, c: float,
+                 b: float = 1.0, gap_of: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float | None]:
+    """`momentum` with a running sum of every key's velocity beside it (DANA's Σ_j u_j), in one pass: new θ', v' and
+    total' = total + (v' − v); and Σ (θ − gap_of)² when `gap_of` is given (else None)."""
+    if _native_ok(theta, v, g, total, gap_of, dtypes=(F32,) * 5):
+        theta_out, v_out, total_out = torch.empty_like(theta), torch.empty_like(v), torch.empty_like(total)
+        sq = _native.momentum_sum(theta_out.data_ptr(), v_out.data_ptr(), total_out.data_ptr(), theta.data_ptr(),
+                                  v.data_ptr(), g.data_ptr(), total.data_ptr(), mu, b, c,
+                                  0 if gap_of is None else gap_of.data_ptr(), theta.numel())
+        return theta_out, v_out, total_out, (sq if gap_of is not None else None)
+    theta_out, v_out, sq = momentum(theta, v, g, mu, c, b, gap_of)
+    return theta_out, v_out, total + (v_out - v), sq
 
 
 def lerp(theta: torch.Tensor, x: torch.Tensor, w: float, gap_of: torch.Tensor | None = None,

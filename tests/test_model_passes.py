@@ -218,3 +218,26 @@ def test_every_pass_sums_the_gap_to_the_same_bits():
     assert model_passes.momentum(theta, g, g, 0.9, -1.0, b=0.1, gap_of=sent)[2] == want
     assert model_passes.lerp(theta, g, 0.3, sent)[2] == want
     assert model_passes.mirrored(theta, sent, g, -0.1, -0.1, 0.5)[2] == want
+    assert model_passes.delay_compensated(g, theta, sent, 0.04)[1] == want
+    assert model_passes.momentum_sum(theta, g, g, sent, 0.9, -1.0, b=0.1, gap_of=sent)[3] == want
+
+
+def test_momentum_with_a_running_sum_of_the_velocities(way):
+    """DANA's Σ_j u_j kept beside u_key's step: total' = total + (u' − u), u' = γ·u + η·g, θ' = θ − u'."""
+    theta, u, g, total, sent = vectors(2500, 5, seed=13)
+    theta2, u2, total2, sq = model_passes.momentum_sum(theta, u, g, total, 0.9, -1.0, b=0.05, gap_of=sent)
+    torch.testing.assert_close(u2, 0.9 * u + 0.05 * g, rtol=0, atol=1e-7)
+    torch.testing.assert_close(total2, total + (u2 - u), rtol=0, atol=0)
+    torch.testing.assert_close(theta2, theta - u2, rtol=0, atol=0)
+    assert sq == pytest.approx(float(((theta.double() - sent.double()) ** 2).sum()), rel=1e-12)
+
+
+def test_the_delay_compensated_gradient_is_dc_asgds(way):
+    """ĝ = g + λ·g⊙g⊙(θ − θ_sent), against the rule in float64."""
+    g, theta, sent = vectors(3000, 3, seed=12)
+    before = [t.clone() for t in (g, theta, sent)]
+    ghat, sq = model_passes.delay_compensated(g, theta, sent, 0.04)
+    G, T, S = (t.double() for t in (g, theta, sent))
+    torch.testing.assert_close(ghat.double(), G + 0.04 * G * G * (T - S), rtol=1e-6, atol=1e-6)
+    assert sq == pytest.approx(float(((T - S) ** 2).sum()), rel=1e-12)
+    assert all(torch.equal(t, t0) for t, t0 in zip((g, theta, sent), before))

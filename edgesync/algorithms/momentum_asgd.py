@@ -72,6 +72,19 @@ class DelayCompensation:
         drift, self._drift = self._drift, None
         return delay_compensate(g, self.config.dc_lambda, drift)
 
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
+        """The gap and ĝ in one pass over g, θ and θ_sent (model_passes.delay_compensated), then the momentum step:
+        where these hooks and NAG-ASGD's `apply` are the ones this fuses."""
+        if not (self.hooks_are(DelayCompensation, "gap_before", "gradient") and self.hooks_are(NAGASGDServer, "apply")):
+            return super().gap_and_apply(client, update, lr)
+        theta, sent, g = self.params, self.computed_on(client), update.tensors["grad"]
+        gap = 0.0
+        if theta is not sent:
+            g, sq = model_passes.delay_compensated(g, theta, sent, self.config.dc_lambda)
+            gap = gap_of_sq_dist(sq, theta.numel())
+        self.params, _ = self.velocities.step(self.velocity_key(client), g, lr, self.params)
+        return gap, {}
+
 
 class Velocities:
     """Momentum vectors u_k in parameter units, one per key, with lazy momentum correction.
@@ -112,14 +125,20 @@ class Velocities:
 
     def step(self, key: int, g: torch.Tensor, lr: float, theta: torch.Tensor,
              gap_of: torch.Tensor | None = None) -> tuple[torch.Tensor, float | None]:
-        """`push`, then θ − u_key: (the new θ, Σ (θ − gap_of)² or None). One pass over θ, u_key, g (and gap_of) where
-        u_key exists and no sum is tracked (model_passes.momentum)."""
-        old = None if self.track_sum else self.get(key, lr)
-        if old is None:
+        """`push`, then θ − u_key: (the new θ, Σ (θ − gap_of)² or None). One pass over θ, u_key, g (the tracked sum,
+        gap_of) where u_key exists (model_passes.momentum, momentum_sum)."""
+        old = self.get(key, lr)
+        total = self.total(lr) if self.track_sum else None
+        if old is None or (self.track_sum and total is None):
             sq = model_passes.sq_dist(theta, gap_of) if gap_of is not None else None
             theta_out, _ = model_passes.step(theta, self.push(key, g, lr), -1.0)  # θ − u, one pass
             return theta_out, sq
-        theta_out, self.u[key], sq = model_passes.momentum(theta, old, g, self.momentum, -1.0, b=lr, gap_of=gap_of)
+        if self.track_sum:  # Σ_j u_j ← Σ_j u_j + (u_key' − u_key) in the same pass
+            theta_out, self.u[key], self._sum, sq = model_passes.momentum_sum(theta, old, g, total, self.momentum,
+                                                                               -1.0, b=lr, gap_of=gap_of)
+            self._sum_lr = lr
+        else:
+            theta_out, self.u[key], sq = model_passes.momentum(theta, old, g, self.momentum, -1.0, b=lr, gap_of=gap_of)
         self.lr_of[key] = lr
         return theta_out, sq
 
