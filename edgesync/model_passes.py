@@ -1,7 +1,8 @@
 """Single passes over model-sized vectors for the coordinator's server halves: the staleness gap's squared
 distance, an SGD-like step with that distance read in the same pass, a round's float64 running sum and its
-mean (applied as θ + ε·mean without storing it), momentum (SSGD, FedAvgM), FedAdam/FedYogi/FedAdagrad's step,
-and SHAT's step with its mirror of the client's model.
+mean (applied as θ + ε·mean without storing it), momentum (SSGD, FedAvgM, NAG/Multi-ASGD; with DANA's running sum
+of the velocities), DC-ASGD's compensated gradient, FedAdam/FedYogi/FedAdagrad's step, SHAT's step with its mirror
+of the client's model, EASGD's pull (torch.lerp's) and SCAFFOLD's paired update split.
 
 They run in C (`edgesync/_model_passes.c`, built by `pip install` where a compiler is at hand) on contiguous CPU
 tensors of the dtypes below, else in torch, with the same rounding (each value rounded where the torch code
