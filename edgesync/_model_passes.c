@@ -246,57 +246,61 @@ static void split_pairs_f32(float *a, float *b, const float *pairs, Py_ssize_t n
     }
 }
 
-/* An address argument: an int (0 for none). */
-static int address(PyObject *arg, void **p) {
-    *p = PyLong_AsVoidPtr(arg);
-    return PyErr_Occurred() ? -1 : 0;
+/* The address arguments p[0..count): ints (0 for none) into a[0..count). Returns 0, or -1 with an exception. */
+static int addresses(PyObject **p, void **a, int count) {
+    for (int k = 0; k < count; k++) {
+        a[k] = PyLong_AsVoidPtr(p[k]);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
 }
 
 /* sq_dist(a, b, numel) -> Σ (a − b)² of two float32 vectors. */
 static PyObject *sq_dist(PyObject *self, PyObject *args) {
-    PyObject *pa, *pb;
+    PyObject *p[2];
+    void *a[2];
     Py_ssize_t n;
-    void *a, *b;
-    if (!PyArg_ParseTuple(args, "OOn", &pa, &pb, &n) || address(pa, &a) < 0 || address(pb, &b) < 0)
+    if (!PyArg_ParseTuple(args, "OOn", &p[0], &p[1], &n) || addresses(p, a, 2) < 0)
         return NULL;
     double total;
     if (n * 8 >= RELEASE_GIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        total = sq_dist_blocked(a, b, n);
+        total = sq_dist_blocked(a[0], a[1], n);
         Py_END_ALLOW_THREADS
     } else {
-        total = sq_dist_blocked(a, b, n);
+        total = sq_dist_blocked(a[0], a[1], n);
     }
     return PyFloat_FromDouble(total);
 }
 
 /* step(out, x, y, scale, alpha, a, b, numel) -> out = scale·x + alpha·y; returns Σ (a − b)² (0.0 when a is 0). */
 static PyObject *step(PyObject *self, PyObject *args) {
-    PyObject *po, *px, *py, *pa, *pb;
+    PyObject *p[5];
+    void *a[5];
     double scale, alpha;
     Py_ssize_t n;
-    void *out, *x, *y, *a, *b;
-    if (!PyArg_ParseTuple(args, "OOOddOOn", &po, &px, &py, &scale, &alpha, &pa, &pb, &n) || address(po, &out) < 0 ||
-        address(px, &x) < 0 || address(py, &y) < 0 || address(pa, &a) < 0 || address(pb, &b) < 0)
+    if (!PyArg_ParseTuple(args, "OOOddOOn", &p[0], &p[1], &p[2], &scale, &alpha, &p[3], &p[4], &n) ||
+        addresses(p, a, 5) < 0)
         return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
-    total = step_f32(out, x, y, (float)scale, (float)alpha, a, b, n);
+    total = step_f32(a[0], a[1], a[2], (float)scale, (float)alpha, a[3], a[4], n);
     Py_END_ALLOW_THREADS
     return PyFloat_FromDouble(total);
 }
 
 /* accumulate(sum, x, w, first, numel): sum (float64) = w·x if first else sum + w·x, x float32. */
 static PyObject *accumulate(PyObject *self, PyObject *args) {
-    PyObject *ps, *px;
+    PyObject *p[2];
+    void *a[2];
     double w;
     int first;
     Py_ssize_t n;
-    void *sum, *x;
-    if (!PyArg_ParseTuple(args, "OOdpn", &ps, &px, &w, &first, &n) || address(ps, &sum) < 0 || address(px, &x) < 0)
+    if (!PyArg_ParseTuple(args, "OOdpn", &p[0], &p[1], &w, &first, &n) || addresses(p, a, 2) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    accumulate_f64(sum, x, w, first, n);
+    accumulate_f64(a[0], a[1], w, first, n);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -304,15 +308,15 @@ static PyObject *accumulate(PyObject *self, PyObject *args) {
 /* mean(out, sum, divisor, multiplier, theta, eps, numel): out = (float)(sum / divisor · multiplier), or
  * theta + eps·that when theta is not 0. */
 static PyObject *mean(PyObject *self, PyObject *args) {
-    PyObject *po, *ps, *pt;
+    PyObject *p[3];
+    void *a[3];
     double divisor, multiplier, eps;
     Py_ssize_t n;
-    void *out, *sum, *theta;
-    if (!PyArg_ParseTuple(args, "OOddOdn", &po, &ps, &divisor, &multiplier, &pt, &eps, &n) || address(po, &out) < 0 ||
-        address(ps, &sum) < 0 || address(pt, &theta) < 0)
+    if (!PyArg_ParseTuple(args, "OOddOdn", &p[0], &p[1], &divisor, &multiplier, &p[2], &eps, &n) ||
+        addresses(p, a, 3) < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    mean_f32(out, sum, divisor, multiplier, theta, (float)eps, n);
+    mean_f32(a[0], a[1], divisor, multiplier, a[2], (float)eps, n);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
@@ -323,11 +327,9 @@ static PyObject *momentum(PyObject *self, PyObject *args) {
     void *a[6];
     double mu, b, c;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOOOdddOn", &p[0], &p[1], &p[2], &p[3], &p[4], &mu, &b, &c, &p[5], &n))
+    if (!PyArg_ParseTuple(args, "OOOOOdddOn", &p[0], &p[1], &p[2], &p[3], &p[4], &mu, &b, &c, &p[5], &n) ||
+        addresses(p, a, 6) < 0)
         return NULL;
-    for (int k = 0; k < 6; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
     total = momentum_f32(a[0], a[1], a[2], a[3], a[4], (float)mu, (float)b, (float)c, a[5], n);
@@ -343,11 +345,8 @@ static PyObject *momentum_sum(PyObject *self, PyObject *args) {
     double mu, b, c;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOOOOOOdddOn", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &mu, &b, &c, &p[7],
-                          &n))
+                          &n) || addresses(p, a, 8) < 0)
         return NULL;
-    for (int k = 0; k < 8; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
     total = momentum_sum_f32(a[0], a[1], a[2], a[3], a[4], a[5], a[6], (float)mu, (float)b, (float)c, a[7], n);
@@ -361,11 +360,8 @@ static PyObject *lerp(PyObject *self, PyObject *args) {
     void *a[5];
     double w;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOOdOn", &p[0], &p[1], &p[2], &p[3], &w, &p[4], &n))
+    if (!PyArg_ParseTuple(args, "OOOOdOn", &p[0], &p[1], &p[2], &p[3], &w, &p[4], &n) || addresses(p, a, 5) < 0)
         return NULL;
-    for (int k = 0; k < 5; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     double out[2];
     Py_BEGIN_ALLOW_THREADS
     lerp_f32(a[0], a[1], a[2], a[3], (float)w, a[4], out, n);
@@ -381,11 +377,8 @@ static PyObject *adaptive(PyObject *self, PyObject *args) {
     int kind;
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OOOOOOOddddddin", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5], &p[6], &beta1, &omb1, &beta2,
-                          &omb2, &tau, &lr, &kind, &n))
+                          &omb2, &tau, &lr, &kind, &n) || addresses(p, a, 7) < 0)
         return NULL;
-    for (int k = 0; k < 7; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     if (kind < 0 || kind > 2) {
         PyErr_Format(PyExc_ValueError, "kind %d: expected 0 (adam), 1 (yogi) or 2 (adagrad)", kind);
         return NULL;
@@ -403,11 +396,9 @@ static PyObject *mirrored(PyObject *self, PyObject *args) {
     void *a[5];
     double sa, sb, mix;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOOOdddn", &p[0], &p[1], &p[2], &p[3], &p[4], &sa, &sb, &mix, &n))
+    if (!PyArg_ParseTuple(args, "OOOOOdddn", &p[0], &p[1], &p[2], &p[3], &p[4], &sa, &sb, &mix, &n) ||
+        addresses(p, a, 5) < 0)
         return NULL;
-    for (int k = 0; k < 5; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
     total = mirrored_f32(a[0], a[1], a[2], a[3], a[4], (float)sa, (float)sb, (float)mix, n);
@@ -421,11 +412,8 @@ static PyObject *delay_compensated(PyObject *self, PyObject *args) {
     void *a[4];
     double lam;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOOdn", &p[0], &p[1], &p[2], &p[3], &lam, &n))
+    if (!PyArg_ParseTuple(args, "OOOOdn", &p[0], &p[1], &p[2], &p[3], &lam, &n) || addresses(p, a, 4) < 0)
         return NULL;
-    for (int k = 0; k < 4; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     double total;
     Py_BEGIN_ALLOW_THREADS
     total = delay_compensated_f32(a[0], a[1], a[2], a[3], (float)lam, n);
@@ -438,11 +426,8 @@ static PyObject *split_pairs(PyObject *self, PyObject *args) {
     PyObject *p[3];
     void *a[3];
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOn", &p[0], &p[1], &p[2], &n))
+    if (!PyArg_ParseTuple(args, "OOOn", &p[0], &p[1], &p[2], &n) || addresses(p, a, 3) < 0)
         return NULL;
-    for (int k = 0; k < 3; k++)
-        if (address(p[k], &a[k]) < 0)
-            return NULL;
     Py_BEGIN_ALLOW_THREADS
     split_pairs_f32(a[0], a[1], a[2], n);
     Py_END_ALLOW_THREADS

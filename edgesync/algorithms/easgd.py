@@ -32,7 +32,7 @@ from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 
@@ -58,9 +58,8 @@ class EASGDServer(AsyncServer):
         """The gap read in the pass of the pull, unless a subclass overrides a hook this fuses."""
         if not self.hooks_are(EASGDServer, "apply", "gap_before", "computed_on"):
             return super().gap_and_apply(client, update, lr)
-        sent = self.computed_on(client)
-        sq_gap, fields = self._pull(client, update, None if sent is self.params else sent)
-        return (0.0 if sq_gap is None else gap_of_sq_dist(sq_gap, self.params.numel())), fields
+        sq_gap, fields = self._pull(client, update, self.computed_if_behind(client))
+        return self.gap_of(sq_gap), fields
 
     def _pull(self, client: int, update: Update, gap_of: torch.Tensor | None = None) -> tuple[float | None, dict]:
         """θ̃ + α·(x − θ̃) in one pass (model_passes.lerp), δ as the step θ̃ actually took (so θ̃ + δ is θ̃'s new

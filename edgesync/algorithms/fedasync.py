@@ -41,7 +41,7 @@ from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmConfig, AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
 from edgesync.algorithms.local_sgd import LocalRound
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist
+from edgesync.algorithms.machinery.staleness import GRAD_RMS
 
 Staleness = Literal["polynomial", "hinge", "constant"]
 
@@ -82,9 +82,9 @@ class FedAsyncServer(AsyncServer):
         """The gap read in the pass of the mix, unless a subclass overrides a hook this fuses."""
         if not self.hooks_are(FedAsyncServer, "apply", "gap_before", "computed_on"):
             return super().gap_and_apply(client, update, lr)
-        sent = self.computed_on(client)
-        sq, fields = self._mix(update, None if sent is self.params else (self.params, sent))
-        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), fields
+        sent = self.computed_if_behind(client)
+        sq, fields = self._mix(update, None if sent is None else (self.params, sent))
+        return self.gap_of(sq), fields
 
     def _mix(self, update: Update,
              gap_of: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[float | None, dict]:

@@ -26,7 +26,7 @@ from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.gradient_client import GradientClient
 from edgesync.algorithms.machinery.base import AlgorithmSpec, Update
-from edgesync.algorithms.machinery.staleness import gap_of_sq_dist, rms
+from edgesync.algorithms.machinery.staleness import rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum
 
 
@@ -77,13 +77,11 @@ class DelayCompensation:
         where these hooks and NAG-ASGD's `apply` are the ones this fuses."""
         if not (self.hooks_are(DelayCompensation, "gap_before", "gradient") and self.hooks_are(NAGASGDServer, "apply")):
             return super().gap_and_apply(client, update, lr)
-        theta, sent, g = self.params, self.computed_on(client), update.tensors["grad"]
-        gap = 0.0
-        if theta is not sent:
-            g, sq = model_passes.delay_compensated(g, theta, sent, self.config.dc_lambda)
-            gap = gap_of_sq_dist(sq, theta.numel())
+        sent, g, sq = self.computed_if_behind(client), update.tensors["grad"], None
+        if sent is not None:
+            g, sq = model_passes.delay_compensated(g, self.params, sent, self.config.dc_lambda)
         self.params, _ = self.velocities.step(self.velocity_key(client), g, lr, self.params)
-        return gap, {}
+        return self.gap_of(sq), {}
 
 
 class Velocities:
@@ -128,7 +126,7 @@ class Velocities:
         """`push`, then θ − u_key: (the new θ, Σ (θ − gap_of)² or None). One pass over θ, u_key, g (the tracked sum,
         gap_of) where u_key exists (model_passes.momentum, momentum_sum)."""
         old = self.get(key, lr)
-        total = self.total(lr) if self.track_sum else None
+        total = self.total(lr) if self.track_sum and old is not None else None  # push reads it itself otherwise
         if old is None or (self.track_sum and total is None):
             sq = model_passes.sq_dist(theta, gap_of) if gap_of is not None else None
             theta_out, _ = model_passes.step(theta, self.push(key, g, lr), -1.0)  # θ − u, one pass
@@ -176,11 +174,9 @@ class NAGASGDServer(AsyncServer):
         """The gap read in the pass that steps θ and u (unless a subclass overrides a hook it fuses)."""
         if not self.hooks_are(NAGASGDServer, "apply", "gradient", "gap_before", "computed_on"):
             return super().gap_and_apply(client, update, lr)
-        sent = self.computed_on(client)
-        gap_of = None if sent is self.params else sent
-        key = self.velocity_key(client)
-        self.params, sq = self.velocities.step(key, update.tensors["grad"], lr, self.params, gap_of)
-        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
+        key, sent = self.velocity_key(client), self.computed_if_behind(client)
+        self.params, sq = self.velocities.step(key, update.tensors["grad"], lr, self.params, sent)
+        return self.gap_of(sq), {}
 
 
 class MultiASGDServer(NAGASGDServer):

@@ -50,7 +50,7 @@ from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update
 from edgesync.algorithms.machinery.gradient_client import model_instruction
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, instruction_lr
 
 log = logging.getLogger("edgesync.algorithms.shat")
@@ -134,7 +134,7 @@ class SHATServer(AsyncServer):
         if not self.hooks_are(SHATServer, "apply", "gap_before", "computed_on"):
             return super().gap_and_apply(client, update, lr)
         sq, extra = self._mirrored_step(client, update, lr)
-        return gap_of_sq_dist(sq, update.tensors["grad"].numel()), extra
+        return self.gap_of(sq), extra
 
     def _mirrored_step(self, client: int, update: Update, lr: float) -> tuple[float, dict]:
         """The step and the mirror's; Σ (θ − mirror)² before them, and the update log's fields."""

@@ -78,10 +78,20 @@ class AsyncServer(ServerAlgorithm):
         if not self.hooks_are(AsyncServer, "apply", "gap_before", "computed_on"):
             g = self.gap_before(client)
             return g, self.apply(client, update, lr)
-        sent = self.computed_on(client)
-        gap_of = None if sent is self.params else (self.params, sent)
+        sent = self.computed_if_behind(client)
+        gap_of = None if sent is None else (self.params, sent)
         self.params, sq = model_passes.step(self.params, update.tensors["grad"], -lr, gap_of)
-        return (0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())), {}
+        return self.gap_of(sq), {}
+
+    def computed_if_behind(self, client: int) -> torch.Tensor | None:
+        """For a fused pass: θ_computed of `client`'s update, or None when it is θ itself (nothing applied since it
+        was sent: the gap is 0 and the pass need not read it)."""
+        sent = self.computed_on(client)
+        return None if sent is self.params else sent
+
+    def gap_of(self, sq: float | None) -> float:
+        """G from the Σ (θ − θ_computed)² a fused pass read (None: θ_computed was θ, G = 0)."""
+        return 0.0 if sq is None else gap_of_sq_dist(sq, self.params.numel())
 
     def hooks_are(self, owner: type, *names: str) -> bool:
         """Whether these hooks are still `owner`'s, not a subclass's: only then may `owner` fuse them into one pass

@@ -177,9 +177,13 @@ class RoundServer(ServerAlgorithm):
                 self.config, len(self.clients), len(self.reported), self.now() - self.round_started)
         w = self.weight(update)
         self.weight_sum += w
-        self.update_sum = _accumulate(self.update_sum, update.tensors[self.update_key], self.sum_weight(update, w))
+        # float64 sums (x widened as it is read): the mean, rounded to float32 once, does not depend on the order the
+        # updates arrived in (live, that order varies from run to run, and a float32 sum moved the model by a last
+        # bit that a ReLU network can amplify over rounds)
+        self.update_sum = model_passes.accumulate(self.update_sum, update.tensors[self.update_key],
+                                                  self.sum_weight(update, w))
         if "buffers" in update.tensors:
-            self.buffer_sum = _accumulate(self.buffer_sum, update.tensors["buffers"], w)
+            self.buffer_sum = model_passes.accumulate(self.buffer_sum, update.tensors["buffers"], w)
         return self._close_round_if_complete()
 
     def _returned(self, client: int, update: Update) -> list[Send]:
@@ -380,9 +384,3 @@ class RoundServer(ServerAlgorithm):
             instruction.tensors.update(self.replica_state())
         return Send(client, instruction)
 
-
-def _accumulate(total: torch.Tensor | None, x: torch.Tensor, weight: float) -> torch.Tensor:
-    """The running sum in float64: the round's mean, rounded to float32 once, does not depend on the order the
-    updates arrived in (live, that order varies from run to run, and a float32 sum in it moved the model by a
-    last bit that a ReLU network can amplify over rounds). x is widened as it is read: no float64 copy of it."""
-    return model_passes.accumulate(total, x, weight)
