@@ -2,7 +2,8 @@
 distance, an SGD-like step with that distance read in the same pass, a round's float64 running sum and its
 mean (applied as θ + ε·mean without storing it), momentum (SSGD, FedAvgM, NAG/Multi-ASGD; with DANA's running sum
 of the velocities), DC-ASGD's compensated gradient, FedAdam/FedYogi/FedAdagrad's step, SHAT's step with its mirror
-of the client's model, EASGD's pull (torch.lerp's) and SCAFFOLD's paired update split.
+of the client's model, EASGD's pull (torch.lerp's), SCAFFOLD's paired update split, and the DGS family's master step
+with its reply's entries.
 
 They run in C (`edgesync/_model_passes.c`, built by `pip install` where a compiler is at hand) on contiguous CPU
 tensors of the dtypes below, else in torch, with the same rounding (each value rounded where the torch code
@@ -11,6 +12,7 @@ value's last bit). Why C: the coordinator meets these vectors from memory, and e
 vector beside two it reads is a pass of its own (docs/benchmarks.md, "The coordinator against its floor")."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 try:
@@ -45,7 +47,8 @@ def sq_dist(a: torch.Tensor, b: torch.Tensor) -> float:
     """Σ (a − b)² of two flat float vectors, accumulated in float64, with no temporary vector in C."""
     if _native_ok(a, b, dtypes=(F32, F32)):
         return _native.sq_dist(a.data_ptr(), b.data_ptr(), a.numel())
-    return float((a.double() - b.double()).square_().sum())
+    d = a.double()  # two passes in float64, not five: a widened, b subtracted as it is read, then a dot product
+    return float(torch.dot(d.sub_(b), d))
 
 
 def step(x: torch.Tensor, y: torch.Tensor, alpha: float, gap_of: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -206,3 +209,24 @@ def mirrored(theta: torch.Tensor, mirror: torch.Tensor, g: torch.Tensor, a: floa
     if mix >= 1.0:
         return theta_out, theta_out, sq
     return theta_out, (stepped if mix <= 0.0 else torch.lerp(stepped, theta_out, mix)), sq
+
+
+def sparse_difference(m: torch.Tensor, v: torch.Tensor, idx: torch.Tensor,
+                      values: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor, torch.Tensor]:
+    """The DGS family's master step in one pass (dgs.DGSServer): a new m' = m − the update (`values` at `idx`,
+    int64, ascending and unique, as every client sends them), Σ (m − v)² (the gap's square, before the update), and
+    G = m' − v's nonzero entries: (m', Σ, G's coordinates ascending as int64, G's values)."""
+    if (_native_ok(m, v, dtypes=(F32, F32)) and _native_ok(idx, dtypes=(torch.int64,))
+            and _native_ok(values, dtypes=(F32,)) and idx.numel() == values.numel()):
+        out, where, g = torch.empty_like(m), torch.empty(m.numel(), dtype=torch.int64), torch.empty_like(m)
+        count, sq = _native.sparse_difference(out.data_ptr(), m.data_ptr(), v.data_ptr(), idx.data_ptr(),
+                                              values.data_ptr(), idx.numel(), where.data_ptr(), g.data_ptr(),
+                                              m.numel())
+        if count >= 0:  # else idx was not ascending and unique: torch's index_add below sums it as given
+            return out, sq, where[:count], g[:count]
+    out, d, sq = m.index_add(0, idx, values, alpha=-1), m - v, sq_dist(m, v)
+    d.index_fill_(0, idx, 1.0)  # G is 0 off D's support and the update's; numpy's search of a bool array is faster
+    where = torch.from_numpy(np.flatnonzero(d.numpy() != 0)) if d.is_cpu else torch.nonzero(d).squeeze(1)
+    g = out.index_select(0, where) - v.index_select(0, where)
+    keep = g != 0
+    return (out, sq, where, g) if bool(keep.all()) else (out, sq, where[keep], g[keep])

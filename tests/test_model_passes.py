@@ -2,6 +2,7 @@
 built, in torch otherwise; both against float64 references computed here, and against each other."""
 from __future__ import annotations
 
+import math
 import shutil
 import sysconfig
 from pathlib import Path
@@ -220,6 +221,8 @@ def test_every_pass_sums_the_gap_to_the_same_bits():
     assert model_passes.mirrored(theta, sent, g, -0.1, -0.1, 0.5)[2] == want
     assert model_passes.delay_compensated(g, theta, sent, 0.04)[1] == want
     assert model_passes.momentum_sum(theta, g, g, sent, 0.9, -1.0, b=0.1, gap_of=sent)[3] == want
+    idx = torch.arange(0, 10_000, 7)
+    assert model_passes.sparse_difference(theta, sent, idx, g[idx])[1] == want
 
 
 def test_momentum_with_a_running_sum_of_the_velocities(way):
@@ -241,3 +244,49 @@ def test_the_delay_compensated_gradient_is_dc_asgds(way):
     torch.testing.assert_close(ghat.double(), G + 0.04 * G * G * (T - S), rtol=1e-6, atol=1e-6)
     assert sq == pytest.approx(float(((T - S) ** 2).sum()), rel=1e-12)
     assert all(torch.equal(t, t0) for t, t0 in zip((g, theta, sent), before))
+
+
+def dgs_state(n: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """M, v_k (M some updates ago: they differ on a few coordinates), an update's ascending indices and values."""
+    g = torch.Generator().manual_seed(seed)
+    v = torch.randn(n, generator=g)
+    m = v.clone()
+    behind = torch.randperm(n, generator=g)[: max(1, n // 20)]
+    m[behind] += torch.randn(behind.numel(), generator=g)
+    idx = torch.randperm(n, generator=g)[: max(1, n // 50)].sort().values
+    return m, v, idx, torch.randn(idx.numel(), generator=g)
+
+
+@pytest.mark.parametrize("n", [1, 2047, 2048, 2049, 10_000])
+def test_the_dgs_step_subtracts_the_update_and_sends_m_minus_v_where_it_is_not_zero(way, n):
+    """DGS's master (Alg. 2): M' = M − δ (as index_add with alpha −1 rounds it), G = M' − v_k's nonzero entries in
+    ascending order, Σ (M − v_k)² before the update; the inputs are left alone."""
+    m, v, idx, values = dgs_state(n, seed=n)
+    before = [t.clone() for t in (m, v, idx, values)]
+    m2, sq, where, g = model_passes.sparse_difference(m, v, idx, values)
+    assert torch.equal(m2, m.index_add(0, idx, values, alpha=-1))
+    d = m2 - v
+    assert torch.equal(where, torch.nonzero(d).squeeze(1)) and torch.equal(g, d[where])
+    assert sq == pytest.approx(float(((m.double() - v.double()) ** 2).sum()), rel=1e-12)
+    assert all(torch.equal(t, t0) for t, t0 in zip((m, v, idx, values), before))
+
+
+def test_the_dgs_step_takes_indices_out_of_order_or_repeated_as_index_add_does(way):
+    m, v, _, _ = dgs_state(3000, seed=3)
+    idx = torch.tensor([2999, 5, 5, 0, 2048])
+    values = torch.tensor([1.0, 0.25, 0.5, -2.0, 3.0])
+    m2, _, where, g = model_passes.sparse_difference(m, v, idx, values)
+    assert torch.equal(m2, m.index_add(0, idx, values, alpha=-1))
+    assert torch.equal(where, torch.nonzero(m2 - v).squeeze(1)) and torch.equal(g, (m2 - v)[where])
+
+
+def test_the_dgs_step_sends_what_cancels_nowhere_and_a_nan_as_an_entry(way):
+    """An update that brings M back to v_k on a coordinate sends nothing there; a NaN (a diverged master) is sent,
+    as M − v_k's would be."""
+    v = torch.zeros(100)
+    m = v.clone()
+    m[[3, 40]] = torch.tensor([0.5, float("nan")])
+    m2, sq, where, g = model_passes.sparse_difference(m, v, torch.tensor([3, 7]), torch.tensor([0.5, -1.0]))
+    assert where.tolist() == [7, 40] and g[0] == 1.0 and torch.isnan(g[1]) and math.isnan(sq)
+    m2, sq, where, g = model_passes.sparse_difference(v, v, torch.zeros(0, dtype=torch.int64), torch.zeros(0))
+    assert where.numel() == 0 and g.numel() == 0 and sq == 0.0 and torch.equal(m2, v) and m2 is not v

@@ -63,9 +63,10 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from edgesync import model_passes
 from edgesync.algorithms.machinery.async_server import AsyncServer
 from edgesync.algorithms.machinery.base import AlgorithmSpec, ClientAlgorithm, Instruction, Update, UpdateFormat
-from edgesync.algorithms.machinery.staleness import GRAD_RMS, rms
+from edgesync.algorithms.machinery.staleness import GRAD_RMS, gap_of_sq_dist, rms
 from edgesync.algorithms.machinery.warmup import WarmupConfig, correct_momentum, instruction_lr
 from edgesync.compression.codec import add_into, encode, entries, index_dtype, payload_bytes
 from edgesync.compression.topk import select
@@ -159,10 +160,12 @@ def has_payload(tensors: dict[str, torch.Tensor], name: str) -> bool:
 class DGSServer(AsyncServer):
     """Alg. 2: M, one v_k per client, replies G = M − v_k (optionally top-R₂), or the dense model.
 
-    Per update one pass takes D = M − v_k before the update is applied: the gap is its RMS, and G = D − δ
-    is nonzero only where D is or where the update wrote, so G's coordinates are found in D with the
-    update's own marked, and its values read from M and v_k there (the same bits as M − v_k). θ = θ₀ + M is
-    built only when something reads it (an evaluation, a resync), not per update."""
+    Per update, where the reply is all of G in float32 (no R₂, the default), one pass over M and v_k reads the gap
+    ‖M − v_k‖ before the update, writes M's new copy with the update subtracted, and collects G = M − v_k's nonzero
+    entries (model_passes.sparse_difference; then v_k is M itself, no copy). Otherwise D = M − v_k is taken once: the
+    gap is its RMS, and G = D − δ is nonzero only where D is or where the update wrote, so G's coordinates are found
+    in D with the update's own marked, and its values read from M and v_k there (the same bits as M − v_k).
+    θ = θ₀ + M is built only when something reads it (an evaluation, a resync), not per update."""
 
     config: SparseAsyncConfig
     update_key = "delta"  # on_update hands the loop the payload's values under this name
@@ -255,23 +258,44 @@ class DGSServer(AsyncServer):
             self._payload = self._behind = None
 
     def gap_before(self, client: int) -> float:
-        """‖θ₀ + M − (θ₀ + v_k)‖/√k = RMS(D), D = M − v_k (kept for the reply)."""
-        self._behind = self.M - self.v.get(client, self.M)
-        return rms(self._behind)
+        """‖θ₀ + M − (θ₀ + v_k)‖/√k, summed as model_passes sums every gap; D = M − v_k is kept for the reply."""
+        v = self.v.get(client, self.M)
+        self._behind = self.M - v
+        return gap_of_sq_dist(model_passes.sq_dist(self.M, v), self.M.numel())
+
+    def gap_and_apply(self, client: int, update: Update, lr: float) -> tuple[float, dict[str, Any]]:
+        """Alg. 2's step in one pass where the reply is all of G in float32 (model_passes.sparse_difference): M and
+        v_k read once for the gap, M's new copy and G's entries; the hooks in turn where a subclass overrides one,
+        the update is dense, or the client is due a resync."""
+        idx, values = self._payload
+        v = self.v.get(client)
+        if (not self.whole or idx is None or v is None or self.resyncs(client)
+                or not self.hooks_are(DGSServer, "gap_before", "apply", "difference")):
+            return super().gap_and_apply(client, update, lr)
+        self.M, sq, where, g = model_passes.sparse_difference(self.M, v, idx, values)
+        self.params = None  # θ₀ + M when next read
+        self.v[client] = self.M  # v_k + G = M, exactly
+        reply = pack_entries("G", where, g, self.M.numel(), self.value_dtype)
+        return gap_of_sq_dist(sq, self.M.numel()), self.replied(client, reply, False)
 
     def apply(self, client: int, update: Update, lr: float):
         idx, values = self._payload
         self.M = self.M - values if idx is None else self.M.index_add(0, idx, values, alpha=-1)
         self.params = None  # θ₀ + M when next read
-        version = self.updates + 1
+        resync = self.resyncs(client)
+        return self.replied(client, self.dense(client, self.updates + 1) if resync else self.difference(client), resync)
+
+    def resyncs(self, client: int) -> bool:
+        """Whether the update being applied is answered with the dense model (`resync_every` versions since k's last)."""
         every = self.config.resync_every
-        resync = bool(every) and version - self.synced_at.get(client, 0) >= every
-        reply = self.dense(client, version) if resync else self.difference(client)
+        return bool(every) and self.updates + 1 - self.synced_at.get(client, 0) >= every
+
+    def replied(self, client: int, reply: dict[str, torch.Tensor], resync: bool) -> dict[str, Any]:
+        """Keep the reply for the next instruction; the update's log fields."""
         self.pending[client] = reply
         name = "params" if resync else "G"
-        fields = {**self._up, "density_down": density(reply, name, self.M.numel()),
-                  "bytes_down": payload_bytes(reply, name), "resync": resync, "v_bytes": self.v_bytes()}
-        return fields
+        return {**self._up, "density_down": density(reply, name, self.M.numel()),
+                "bytes_down": payload_bytes(reply, name), "resync": resync, "v_bytes": self.v_bytes()}
 
     def outgoing(self, client: int) -> torch.Tensor:
         return self.theta0  # unused (instruction() sends the pending reply); a constant costs no memory
