@@ -205,8 +205,9 @@ class DGSServer(AsyncServer):
         return UpdateFormat(self.update_key, True, frozenset({torch.float32, self.value_dtype}))
 
     def v_bytes(self) -> int:
-        """The master's memory for the N v_k vectors (N × numel × 4 bytes)."""
-        return sum(v.numel() * v.element_size() for v in self.v.values())
+        """The master's memory for the N v_k vectors (N × numel × 4 bytes; every v_k is a float32 model-sized vector,
+        so no sum over N per update)."""
+        return len(self.v) * self.M.numel() * self.M.element_size()
 
     # -- the reply ---------------------------------------------------------------------------------
     def dense(self, client: int, version: int) -> dict[str, torch.Tensor]:
