@@ -18,6 +18,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Each pass is compiled twice, for AVX2 and for the processor's baseline, and the loader picks the one this processor
+ * runs (target_clones, where the platform resolves them: x86-64 Linux with glibc): the AVX2 copy widens the float64
+ * partial sums and the elementwise loops, and took ASGD's step from 212-225 µs to 128-148 on this machine
+ * (benchmarks/coordinator_floor.py's conditions). The same bits either way: no fused multiply-add, and each sum's
+ * order is fixed by LANES, not by the vector width. Helpers are inlined into each copy. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CLONES
+#endif
+#define HELPER static inline __attribute__((always_inline))
+
 #define RELEASE_GIL_BYTES (256 * 1024) /* smaller loops take less time than handing the GIL over */
 #define LANES 8                         /* partial sums: a fixed order (the same bits every run), and room to vectorise */
 
@@ -27,7 +39,7 @@
 #define BLOCK 2048
 
 /* Σ (a_i − b_i)² in double, a and b float32; b NULL: Σ a_i². */
-static double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
+HELPER double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
     double part[LANES] = {0};
     Py_ssize_t i = 0;
     if (b != NULL) {
@@ -57,7 +69,7 @@ static double sq_dist_f32(const float *a, const float *b, Py_ssize_t n) {
 
 /* Σ (a_i − b_i)² block by block, summed in the order every fused pass below sums its gap: the same bits whichever
  * pass measured it. */
-static double sq_dist_blocked(const float *a, const float *b, Py_ssize_t n) {
+CLONES static double sq_dist_blocked(const float *a, const float *b, Py_ssize_t n) {
     double total = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK)
         total += sq_dist_f32(a + k, b + k, MIN(BLOCK, n - k));
@@ -67,7 +79,7 @@ static double sq_dist_blocked(const float *a, const float *b, Py_ssize_t n) {
 /* out = scale·x + alpha·y (float32; scale 1 is x itself, to the bit: ASGD's θ − η·g; FedAsync's (1 − α)·θ + α·x),
  * and, when a and b are given, Σ (a_i − b_i)² read in the same pass (each block's before its out is written: out may
  * be a). */
-static double step_f32(float *out, const float *x, const float *y, float scale, float alpha, const float *a,
+CLONES static double step_f32(float *out, const float *x, const float *y, float scale, float alpha, const float *a,
                        const float *b, Py_ssize_t n) {
     double total = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK) {
@@ -87,7 +99,7 @@ static double step_f32(float *out, const float *x, const float *y, float scale, 
 }
 
 /* The round's float64 running sum: sum = w·x when first (sum's old values unread), else sum + w·x. */
-static void accumulate_f64(double *sum, const float *x, double w, int first, Py_ssize_t n) {
+CLONES static void accumulate_f64(double *sum, const float *x, double w, int first, Py_ssize_t n) {
     if (first)
         for (Py_ssize_t i = 0; i < n; i++)
             sum[i] = (double)x[i] * w;
@@ -98,7 +110,7 @@ static void accumulate_f64(double *sum, const float *x, double w, int first, Py_
 
 /* The round's mean rounded to float32 once, m = (float)(sum / divisor · multiplier); out = m, or, with theta,
  * out = theta + eps·m (the mean applied as θ + ε·mean, never stored). */
-static void mean_f32(float *out, const double *sum, double divisor, double multiplier, const float *theta, float eps,
+CLONES static void mean_f32(float *out, const double *sum, double divisor, double multiplier, const float *theta, float eps,
                      Py_ssize_t n) {
     if (theta == NULL)
         for (Py_ssize_t i = 0; i < n; i++)
@@ -112,7 +124,7 @@ static void mean_f32(float *out, const double *sum, double divisor, double multi
 
 /* Momentum: v_out = mu·v + b·g; theta_out = theta + c·v_out (SSGD's velocity and FedAvgM's server momentum with
  * b = 1, NAG/Multi-ASGD's u ← γ·u + η·g with c = −1); Σ (theta − sent)² read in the pass when sent is given. */
-static double momentum_f32(float *theta_out, float *v_out, const float *theta, const float *v, const float *g, float mu,
+CLONES static double momentum_f32(float *theta_out, float *v_out, const float *theta, const float *v, const float *g, float mu,
                            float b, float c, const float *sent, Py_ssize_t n) {
     double total = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK) {
@@ -129,7 +141,7 @@ static double momentum_f32(float *theta_out, float *v_out, const float *theta, c
 }
 
 /* torch.lerp's formula for a scalar weight (ATen's lerp: the small-weight form below 0.5, exact at both ends). */
-static void lerp_block(float *out, const float *start, const float *end, float w, Py_ssize_t m) {
+HELPER void lerp_block(float *out, const float *start, const float *end, float w, Py_ssize_t m) {
     if (w < 0.5f)
         for (Py_ssize_t i = 0; i < m; i++)
             out[i] = start[i] + w * (end[i] - start[i]);
@@ -140,7 +152,7 @@ static void lerp_block(float *out, const float *start, const float *end, float w
 
 /* As momentum_f32, with a running sum of every key's velocity kept beside it (DANA's Σ_j u_j): sum_out = sum +
  * (v_out − v), the difference rounded first as momentum_asgd.Velocities.push rounds it. */
-static double momentum_sum_f32(float *theta_out, float *v_out, float *sum_out, const float *theta, const float *v,
+CLONES static double momentum_sum_f32(float *theta_out, float *v_out, float *sum_out, const float *theta, const float *v,
                                const float *g, const float *sum, float mu, float b, float c, const float *sent,
                                Py_ssize_t n) {
     double total = 0;
@@ -160,7 +172,7 @@ static double momentum_sum_f32(float *theta_out, float *v_out, float *sum_out, c
 
 /* theta_out = lerp(theta, x, w) (EASGD's elastic pull); delta_out, when given, = theta_out − theta (the step θ̃ took);
  * out[0] = Σ (theta − sent)² when sent is given, out[1] = Σ delta². */
-static void lerp_f32(float *theta_out, float *delta_out, const float *theta, const float *x, float w, const float *sent,
+CLONES static void lerp_f32(float *theta_out, float *delta_out, const float *theta, const float *x, float w, const float *sent,
                      double *out, Py_ssize_t n) {
     out[0] = out[1] = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK) {
@@ -179,7 +191,7 @@ static void lerp_f32(float *theta_out, float *delta_out, const float *theta, con
 /* FedAdam / FedYogi / FedAdagrad (kind 0 / 1 / 2): m_out = m·beta1 + (1 − beta1)·d; v_out by the kind's rule;
  * x_out = x + lr·(m_out / (√v_out + tau)), each operation rounded where torch's (fed_adaptive.py) rounds it; 1 − beta
  * is given as the caller computes it in double (1.0f − beta in float is not always the same float). */
-static void adaptive_f32(float *x_out, float *m_out, float *v_out, const float *x, const float *m, const float *v,
+CLONES static void adaptive_f32(float *x_out, float *m_out, float *v_out, const float *x, const float *m, const float *v,
                          const float *d, float beta1, float one_minus_b1, float beta2, float one_minus_b2, float tau,
                          float lr, int kind, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
@@ -203,7 +215,7 @@ static void adaptive_f32(float *x_out, float *m_out, float *v_out, const float *
 /* SHAT's master and its mirror of the client's model (shat.py): theta_out = theta + a·g, the mirror's own step
  * s = mirror + b·g, mirror_out = lerp(s, theta_out, mix) (mix ≤ 0: s; mirror_out NULL: the caller keeps theta_out
  * itself, mix ≥ 1); Σ (theta − mirror)² read in the pass. */
-static double mirrored_f32(float *theta_out, float *mirror_out, const float *theta, const float *mirror, const float *g,
+CLONES static double mirrored_f32(float *theta_out, float *mirror_out, const float *theta, const float *mirror, const float *g,
                            float a, float b, float mix, Py_ssize_t n) {
     double total = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK) {
@@ -226,7 +238,7 @@ static double mirrored_f32(float *theta_out, float *mirror_out, const float *the
 
 /* DC-ASGD's and DANA-DC's compensated gradient (momentum_asgd.delay_compensate): out = g + lam·(g⊙g)⊙(theta − sent),
  * each operation rounded as torch's mul, sub and addcmul round it; Σ (theta − sent)² (the gap) read in the pass. */
-static double delay_compensated_f32(float *out, const float *g, const float *theta, const float *sent, float lam,
+CLONES static double delay_compensated_f32(float *out, const float *g, const float *theta, const float *sent, float lam,
                                     Py_ssize_t n) {
     double total = 0;
     for (Py_ssize_t k = 0; k < n; k += BLOCK) {
@@ -241,7 +253,7 @@ static double delay_compensated_f32(float *out, const float *g, const float *the
 }
 
 /* A vector of float32 pairs split into its two halves: a[i] = pairs[2i], b[i] = pairs[2i + 1] (SCAFFOLD's update). */
-static void split_pairs_f32(float *a, float *b, const float *pairs, Py_ssize_t n) {
+CLONES static void split_pairs_f32(float *a, float *b, const float *pairs, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         a[i] = pairs[2 * i];
         b[i] = pairs[2 * i + 1];
@@ -252,7 +264,7 @@ static void split_pairs_f32(float *a, float *b, const float *pairs, Py_ssize_t n
  * each block's entries are subtracted once its copy is written, rounded as torch's index_add with alpha −1 rounds
  * them), Σ (m − v)² (the gap, before the update) read in the same pass, and G = m_out − v's nonzero entries written to
  * where/values (room for n each; the count is returned). A value that is not 0 (NaN is not) is an entry of G. */
-static Py_ssize_t sparse_difference_f32(float *m_out, const float *m, const float *v, const int64_t *idx,
+CLONES static Py_ssize_t sparse_difference_f32(float *m_out, const float *m, const float *v, const int64_t *idx,
                                         const float *val, Py_ssize_t nnz, int64_t *where, float *values,
                                         Py_ssize_t n, double *sq) {
     double total = 0;

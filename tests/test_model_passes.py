@@ -208,6 +208,34 @@ def test_pairs_split_into_their_two_halves(way):
     assert a.is_contiguous() and b.is_contiguous() and a.data_ptr() != pairs.data_ptr()
 
 
+def designed_sq_dist(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Σ (a − b)² in the order _model_passes.c fixes: blocks of 2,048 in turn; in each, eight float64 partial sums over
+    the coordinates i ≡ j (mod 8), the block's tail summed first and the eight added to it in order."""
+    total = 0.0
+    x64, y64 = a.numpy().astype(np.float64), b.numpy().astype(np.float64)
+    for k in range(0, a.numel(), 2048):
+        sq = (x64[k:k + 2048] - y64[k:k + 2048]) ** 2
+        full = sq.size - sq.size % 8
+        parts = np.cumsum(sq[:full].reshape(-1, 8), axis=0)[-1] if full else np.zeros(8)  # cumsum: in order
+        block = 0.0
+        for value in [*sq[full:], *parts]:
+            block += float(value)
+        total += block
+    return total
+
+
+def test_the_c_sums_are_in_their_designed_order_whichever_copy_the_processor_runs():
+    """The C passes are compiled for AVX2 and for the baseline (target_clones); the order of every sum is the source's,
+    not the vector width's, so the gap's bits are the same on every machine."""
+    if not model_passes.NATIVE:
+        pytest.skip("the C extension is not built here")
+    for n in (5, 2048, 10_003):
+        a, b, g = vectors(n, 3, seed=n)
+        want = designed_sq_dist(a, b)
+        assert model_passes.sq_dist(a, b) == want
+        assert model_passes.step(a, g, -0.1, (a, b))[1] == want
+
+
 def test_every_pass_sums_the_gap_to_the_same_bits():
     """The gap of one pair of vectors is the same float64 whichever pass measured it (sq_dist, a step, momentum, a
     lerp, SHAT's mirror): a run's logged gaps do not depend on which server half took them."""
