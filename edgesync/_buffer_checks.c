@@ -14,12 +14,20 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Compiled for AVX2 beside the baseline where the platform resolves target_clones (x86-64 Linux with glibc): the
+ * loader picks the processor's copy (as _model_passes.c). Counts and bounds are integers: the same answer either way. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CLONES
+#endif
+
 #define RELEASE_GIL_BYTES (256 * 1024) /* smaller loops take less time than handing the GIL over */
 
 /* Values whose exponent bits are all ones are Inf or NaN, in every IEEE format. Loads go through memcpy:
  * a zmq frame's memory need not be aligned to the element size. */
 #define COUNT_NONFINITE(TYPE, MASK)                                  \
-    static Py_ssize_t nonfinite_##TYPE(const char *p, Py_ssize_t n) { \
+    CLONES static Py_ssize_t nonfinite_##TYPE(const char *p, Py_ssize_t n) { \
         Py_ssize_t bad = 0;                                            \
         for (Py_ssize_t i = 0; i < n; i++) {                           \
             TYPE bits;                                                 \
@@ -32,7 +40,7 @@ COUNT_NONFINITE(uint16_t, 0x7c00u)              /* float16 */
 COUNT_NONFINITE(uint32_t, 0x7f800000u)          /* float32 */
 COUNT_NONFINITE(uint64_t, 0x7ff0000000000000ull) /* float64 */
 
-static Py_ssize_t nonfinite_bfloat16(const char *p, Py_ssize_t n) {
+CLONES static Py_ssize_t nonfinite_bfloat16(const char *p, Py_ssize_t n) {
     Py_ssize_t bad = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint16_t bits;
@@ -43,7 +51,7 @@ static Py_ssize_t nonfinite_bfloat16(const char *p, Py_ssize_t n) {
 }
 
 #define MIN_MAX(TYPE)                                                          \
-    static void min_max_##TYPE(const char *p, Py_ssize_t n, int64_t *lo, int64_t *hi) { \
+    CLONES static void min_max_##TYPE(const char *p, Py_ssize_t n, int64_t *lo, int64_t *hi) { \
         TYPE low, high;                                                        \
         memcpy(&low, p, sizeof(TYPE));                                         \
         high = low;                                                            \
