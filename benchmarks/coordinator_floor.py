@@ -19,7 +19,10 @@ Method (fixed before the first result was seen):
     encode: the message's bytes;
     apply:  the model-sized vectors the algorithm's rule must read or write, once each (`VECTORS`, from
             ../shared/ALGORITHMS.md; the update's own tensor counted by its bytes), as bytes ÷ 2, since a copy
-            reads and writes each byte it moves.
+            reads and writes each byte it moves. A synchronous algorithm's (and FedBuff's) `apply` is the update
+            that closes the round (flushes the buffer): it joins the round's sum as a `collect` does, then the
+            round closes, so its floor counts the collect's vectors too. (Until 2026-12-02 it counted the close
+            alone: a floor below the work of the event timed.)
 - The floors are measured afresh in every repeat, each the first time that repeat needs it, beside its
   calibrations, and each repeat's costs are divided by its own floors. (Until 2026-12-02 every floor was measured
   once per run: the same copy's floor from memory then measured 140 µs in one run and 221 µs in another minutes
@@ -167,17 +170,20 @@ def calibrate(sim, config) -> dict:
                    "n": len(s.times[part])} for part in PARTS if s.times[part]}
 
 
-def floor_bytes(name: str, part: str, message_bytes: int, vector_bytes: int) -> int:
-    """The bytes a part's floor copies."""
+def floor_bytes(name: str, part: str, message_bytes: int, vector_bytes: int, collects: bool = False) -> int:
+    """The bytes a part's floor copies. `collects`: the algorithm's `apply` is the update that closes a round (or
+    flushes a buffer), which joins the round's sum as a `collect` does before the close: both its parts counted."""
     if part in ("decode_update", "encode_send"):
         return message_bytes
-    vectors = VECTORS.get(name, 3) if part == "apply" else COLLECT_VECTORS_OF.get(name, COLLECT_VECTORS)
+    collect = COLLECT_VECTORS_OF.get(name, COLLECT_VECTORS)
+    vectors = (VECTORS.get(name, 3) + (collect if collects else 0)) if part == "apply" else collect
     return (message_bytes + vectors * vector_bytes) // 2
 
 
 def floors(name: str, parts: dict, vector_bytes: int, copy) -> dict:
     """Each part's floors in seconds: {part: {"cache": s, "memory": s}}."""
-    return {part: {where: copy(floor_bytes(name, part, m["bytes"], vector_bytes), where == "memory")
+    collects = "collect" in parts
+    return {part: {where: copy(floor_bytes(name, part, m["bytes"], vector_bytes, collects), where == "memory")
                    for where in ("cache", "memory")} for part, m in parts.items()}
 
 
