@@ -314,6 +314,35 @@ def test_only_the_entries_on_an_edge_are_extended():
     assert [p["values"]["lr"] for p in record["entries"]["a"]["points"]] == [0.01, 0.02, 0.04, 0.08, 0.16]
 
 
+def test_an_extension_runs_its_points_though_the_extended_grid_would_pass_the_cap(tmp_path):
+    """Ten entries on a 3 × 3 (× 2) grid (135 runs, within MAX_TUNE_RUNS), all at lr's and global_lr's highest edges:
+    the extended grid, read as a grid a user writes, would be 240 runs, past the cap; the extension runs only the
+    points with a new value, and is not refused (the full mode's fl_baselines was, at 240)."""
+    algorithms = [{"name": "fedavgm", "lr": 0.05, "label": f"m{i}"} for i in range(5)] + \
+                 [{"name": "fedadam", "lr": 0.05, "label": f"a{i}"} for i in range(5)]
+    sc = load_scenario({"name": "t", "seed": 3, "clients": 2, "runtime": "sim",
+                        "dataset": {"name": "fashion_mnist", "train_size": 1000}, "algorithms": algorithms,
+                        "tune": {"grid": {"lr": [0.01, 0.02, 0.05], "global_lr": [0.1, 0.5, 1.0],
+                                          "server_momentum": [0.5, 0.9]}, "seed": 100, "extend": 1}})
+    ran = []
+
+    def run(tuning, folder, again):  # the highest values best: lr and global_lr extended, server_momentum refused (< 1)
+        ran.append(len(tuning.algorithms))
+        folder.mkdir(parents=True)
+        (folder / "scenario.yaml").write_text("sim: {measured_step_s: {}}\n")
+        return {a.key: row(0.5 + a.lr + a.global_lr / 10 + getattr(a, "server_momentum", 0) / 100)
+                for a in tuning.algorithms}
+
+    assert sum(len(g.points) for g in entry_grids(sc)) == 5 * 18 + 5 * 9 <= MAX_TUNE_RUNS
+    final, _ = tune_entries(sc, tmp_path, run, progress=False)
+    record = json.loads((tmp_path / "tuning.json").read_text())
+    assert record["extended"][0]["grid"]["lr"][-1] == 0.125 and record["extended"][0]["grid"]["global_lr"][-1] == 2.0
+    grown = 5 * 4 * 4 * 2 + 5 * 4 * 4  # the extended grid's product: past the cap
+    assert grown > MAX_TUNE_RUNS
+    assert ran == [135, 5 * (32 - 18) + 5 * (16 - 9)]  # only the points with a new value were run
+    assert {a.lr for a in final.algorithms} == {0.125}
+
+
 def test_a_tuning_run_is_not_checked_as_a_grid_to_tune_again():
     """The tuning runs of a 5 × 3 grid are 20 entries (5 of asgd, 15 of dgs); read as a grid to tune again
     they would be 5·5 + 15·15 = 250 runs, past MAX_TUNE_RUNS: they are not, a tuning run is run as written."""

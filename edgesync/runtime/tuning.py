@@ -240,9 +240,10 @@ def _extend(scenario: Scenario, tuning: Scenario, record: dict, summary: dict, s
         grid, refused, wanted = extended_grid(scenario.tune.grid, record["entries"], configs)
         if not wanted:
             break
-        data = scenario.resolved()
-        data["tune"]["grid"] = grid
-        scenario = load_scenario(data, source=f"{scenario.name}: tuning grid extended past its edges")
+        # not loaded again as a grid a user writes: the cap on its runs (config/limits.py) counts every entry at every
+        # combination, and an extension runs only the points `wanted` names (each value checked by its entry's config
+        # in extended_grid; the runs are checked as every tuning run is when they are loaded below)
+        scenario = scenario.model_copy(update={"tune": scenario.tune.model_copy(update={"grid": grid})})
         narrowed = tuning_scenario(scenario).resolved()
         new = [a for a in narrowed["algorithms"] if a["label"] not in summary
                and any(a.get(key) == v for key, v in wanted.get(a["label"].partition("@")[0], {}).items())]
