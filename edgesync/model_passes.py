@@ -223,7 +223,8 @@ def sparse_difference(m: torch.Tensor, v: torch.Tensor, idx: torch.Tensor,
                                               values.data_ptr(), idx.numel(), where.data_ptr(), g.data_ptr(),
                                               m.numel())
         if count >= 0:  # else idx was not ascending and unique: torch's index_add below sums it as given
-            return out, sq, where[:count], g[:count]
+            # copies of G's few entries: a reply waits for its client, and views would keep two model-sized buffers
+            return out, sq, where[:count].clone(), g[:count].clone()
     out, d, sq = m.index_add(0, idx, values, alpha=-1), m - v, sq_dist(m, v)
     d.index_fill_(0, idx, 1.0)  # G is 0 off D's support and the update's; numpy's search of a bool array is faster
     where = torch.from_numpy(np.flatnonzero(d.numpy() != 0)) if d.is_cpu else torch.nonzero(d).squeeze(1)

@@ -297,6 +297,8 @@ def test_the_dgs_step_subtracts_the_update_and_sends_m_minus_v_where_it_is_not_z
     assert torch.equal(where, torch.nonzero(d).squeeze(1)) and torch.equal(g, d[where])
     assert sq == pytest.approx(float(((m.double() - v.double()) ** 2).sum()), rel=1e-12)
     assert all(torch.equal(t, t0) for t, t0 in zip((m, v, idx, values), before))
+    # G's entries are tensors of their own size (a reply waiting for its client holds nothing model-sized)
+    assert where.untyped_storage().nbytes() == where.numel() * 8 and g.untyped_storage().nbytes() == g.numel() * 4
 
 
 def test_the_dgs_step_takes_indices_out_of_order_or_repeated_as_index_add_does(way):
