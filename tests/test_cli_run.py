@@ -99,8 +99,9 @@ def test_a_client_process_killed_mid_run_is_lost_and_the_run_goes_on(tmp_path, c
     assert proc.returncode == 0, stderr[-3000:]
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     ssgd = [r for r in rows if r["algorithm"] == "ssgd"]
-    assert killed_at["algorithm"] == "ssgd" and ssgd[-1]["updates"] > killed_at["updates"] + 2  # rounds go on
-    # (each waits for the x10 client: a busy host runs few of them in the budget)
+    # rounds go on: the one under way when the client died closes without it, and the next runs without it (each waits
+    # for the x10 client: a busy host runs few of them in the budget; two after the kill in the suite's parallel lanes)
+    assert killed_at["algorithm"] == "ssgd" and ssgd[-1]["updates"] >= killed_at["updates"] + 2
     assert [r for r in rows if r["algorithm"] == "asgd"][-1]["updates"] > 20
     clients = {(c["algorithm"], c["client"]): c for c in map(json.loads, (out / "clients.jsonl").read_text().splitlines())}
     assert clients[("ssgd", 1)]["lost"] == 1 and "exited with code -9" in clients[("ssgd", 1)]["error"]

@@ -79,7 +79,9 @@ def test_live_run_in_network_namespaces_cleans_up(tmp_path):
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())["asgd"]
     one_way = model_message_bytes() * 8 / 20e6 + 0.02
     ceiling = 2 * 4.0 / (2 * one_way)
-    assert 0.5 * ceiling <= summary["updates"] <= ceiling + 1
+    # the floor only says traffic flowed: the 4 s budget also holds the clients' start in their namespaces, which took
+    # a second or two in the suite's busy parallel lanes (6 of 12.7 once, at a floor of half the ceiling)
+    assert 0.4 * ceiling <= summary["updates"] <= ceiling + 1
     assert "uplink ∞ 20 ms" in (tmp_path / "r" / "logs" / "client-0.log").read_text()  # rate left to tc
     leftover = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"es-{os.getpid()}-" not in leftover
