@@ -61,7 +61,9 @@ def test_fl_churn_live_with_slots_draws_online_clients_only(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "12 clients in 2 processes of 6 slots" in (out / "logs" / "coordinator.log").read_text()
     rows = read_jsonl(out / "updates.jsonl")
-    online = online_intervals(rows, "fedavg", 12, 8.0)
+    # a client still online at the end is online until the run's last row: a live round may be drawn just past the
+    # 8 s budget (a draw at 8.0005 s once found every interval closed at 8.0)
+    online = online_intervals(rows, "fedavg", 12, max(8.0, max(r["time_s"] for r in rows)))
     draws = [r for r in rows if "participants" in r]
     closes = {r["round"]: r for r in rows if "contributors" in r}
     # two draws at least (a loaded host, where the parallel tests run, fits two rounds into the 8 s; an idle one five)
