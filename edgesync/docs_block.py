@@ -26,6 +26,7 @@ WRITERS = {
     "eq3": "benchmarks/eq3_sharding.py --write-docs",
     "allreduce": "benchmarks/allreduce_rounds.py --write-docs",
     "dana_coordinator": "benchmarks/dana_coordinator.py --write-docs (and --live-check --write-docs)",
+    "dana_lr": "benchmarks/dana_lr.py --write-docs",
     "warm_start": "benchmarks/warm_start.py --write-docs",
     "flower_overhead": "benchmarks/flower_overhead.py --write-docs",
     "quickstart": "benchmarks/quickstart_table.py --write-docs",

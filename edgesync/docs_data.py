@@ -51,6 +51,7 @@ RENDERERS = {
     "churn_live": "benchmarks/churn_live.py:render",
     "dana_coordinator": "benchmarks/dana_coordinator.py:render",
     "dana_coordinator:live": "benchmarks/dana_coordinator.py:render_live",
+    "dana_lr": "benchmarks/dana_lr.py:render",
     "tuned": "benchmarks/tuned_comparison.py:render",
     "eq3": "benchmarks/eq3_sharding.py:render",
     "allreduce": "benchmarks/allreduce_rounds.py:render",

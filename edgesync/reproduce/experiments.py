@@ -20,8 +20,12 @@ def _tune(grid: str, metric: str, extend: int = 2, stop: str = "") -> str:
 
 
 _ESYNC_ALGOS = "algorithms=[{name: ssgd, lr: 0.05}, {name: asgd, lr: 0.05}, {name: esync, lr: 0.05}]"
-_NAG = "{name: nag_asgd, lr: 0.01, momentum: 0.9, warmup_epochs: 0.5}"
-_DANA_DC = "{name: dana_dc, lr: 0.01, momentum: 0.9, warmup_epochs: 0.5}"
+# DANA's one learning rate for every algorithm and worker count, as the paper runs them: the rate tuned for one
+# worker (dana.txt App. B.4), here on validation data by benchmarks/dana_lr.py (docs/results.md, block dana_lr;
+# tests/test_dana_lr.py holds this value to that record and to scenarios/dana_scale.yaml)
+DANA_LR = 0.01
+_NAG = f"{{name: nag_asgd, lr: {DANA_LR}, momentum: 0.9, warmup_epochs: 0.5}}"
+_DANA_DC = f"{{name: dana_dc, lr: {DANA_LR}, momentum: 0.9, warmup_epochs: 0.5}}"
 # DANA's claims read both algorithms at N = 16 homogeneous, DANA-DC alone at N = 16 heterogeneous, and NAG-ASGD
 # alone at one worker (the papers' single-worker baseline; with one worker both are the same momentum SGD): three
 # experiments, so that no run is made that no claim reads (reproduce/claims.py `also`)
