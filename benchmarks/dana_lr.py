@@ -70,8 +70,14 @@ def render(data: dict) -> str:
     edge = ("on the grid's edge after the extensions: " + ", ".join(f"{k} ({v})" for k, v in data["at_edge"].items())
             if data["at_edge"] else "inside the grid")
     same = "the rate it runs" if data["pinned_lr"] == data["chosen_lr"] else "**not** the rate chosen here"
+    won = next(p for p in data["points"] if p["lr"] == data["chosen_lr"])
+    rest = [p for p in data["points"] if p is not won and p["final_acc"] is not None and not p["diverged"]]
+    runner = max(rest, key=lambda p: p["final_acc"], default=None)
+    gap = 100 * (won["final_acc"] - runner["final_acc"]) if runner else None
+    margin = "" if gap is None else (f"; the next best, lr {runner['lr']:g}, ends {gap:.2f} pt below it on one tuning "
+                                     "run each" + (": less than a point, not a sharp choice" if gap < 1 else ""))
     lines += ["", f"Chosen: lr {data['chosen_lr']:g} ({edge}), on {data['validation']['size']:,} validation images, "
-              f"seed {data['seed']}. `reproduce` runs lr {data['pinned_lr']:g}: {same}."]
+              f"seed {data['seed']}{margin}. `reproduce` runs lr {data['pinned_lr']:g}: {same}."]
     return "\n".join(lines)
 
 
