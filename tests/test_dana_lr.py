@@ -2,8 +2,8 @@
 place that runs DANA's experiments runs it."""
 from __future__ import annotations
 
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +13,9 @@ from edgesync.reproduce.experiments import DANA_LR, EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "data" / "dana_lr.json"
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("_dana_lr", ROOT / "benchmarks" / "dana_lr.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from dana_lr import chosen, render  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +24,7 @@ def record() -> dict:
 
 
 def test_the_recorded_choice_follows_from_the_recorded_validation_runs(record):
-    assert _benchmark().chosen(record["points"]) == record["chosen_lr"]
+    assert chosen(record["points"]) == record["chosen_lr"]
     assert record["seed"] not in (0, 1, 2, 3, 4)  # never an evaluation seed of reproduce
     assert record["metric"] == "final_acc" and record["validation"]["size"] == 2000
 
@@ -50,7 +46,6 @@ def test_reproduce_and_the_scenario_run_the_chosen_rate(record):
 
 
 def test_the_table_marks_the_choice_and_says_when_reproduce_runs_another():
-    render = _benchmark().render
     data = {"seed": 100, "validation": {"size": 2000}, "metric": "final_acc", "at_edge": {}, "chosen_lr": 0.01,
             "pinned_lr": 0.02, "points": [{"lr": 0.005, "final_acc": 0.8, "best_acc": 0.81, "diverged": False},
                                           {"lr": 0.01, "final_acc": 0.85, "best_acc": 0.85, "diverged": False},
@@ -58,4 +53,4 @@ def test_the_table_marks_the_choice_and_says_when_reproduce_runs_another():
     table = render(data)
     assert "| 0.01 | 0.8500 | 0.8500 | chosen |" in table and "| 0.02 | — | — | diverged |" in table
     assert "**not** the rate chosen here" in table
-    assert _benchmark().chosen(data["points"]) == 0.01
+    assert chosen(data["points"]) == 0.01
